@@ -1,0 +1,127 @@
+"""One chat-completion request: validation, state, pipeline run, and rendering (streamed or not)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from app.errors import APIError
+from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
+from app.services import Services
+from app.sse import ChunkRenderer
+from app.tasks import answer_task
+from graph.events import AnswerDelta, ErrorEvent, ThoughtEvent, UsageEvent
+from graph.runner import initial_state, run_pipeline
+from graph.state import Turn
+
+log = logging.getLogger(__name__)
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.S | re.I)
+
+
+def conversation(request: ChatCompletionRequest) -> tuple[list[Turn], str]:
+    """User/assistant turns up to the last user message, plus system text; 400 when there is no question."""
+    turns: list[Turn] = []
+    system: list[str] = []
+    for message in request.messages:
+        text = message.text()
+        if message.role in ("system", "developer"):
+            system.append(text)
+        elif message.role in ("user", "assistant"):
+            if message.role == "assistant":
+                text = _THINK_BLOCK.sub("", text)
+            turns.append(Turn(role=message.role, content=text))
+    while turns and turns[-1].role != "user":
+        turns.pop()
+    if not turns or not turns[-1].content.strip():
+        raise APIError(400, "messages must contain a user message with text content", param="messages")
+    return turns, "\n".join(system)
+
+
+def validate(request: ChatCompletionRequest, services: Services) -> None:
+    settings = services.settings
+    if request.model not in (settings.model_id, settings.lite_model_id):
+        raise APIError(404, f"The model '{request.model}' does not exist", param="model", code="model_not_found")
+    if request.n not in (None, 1):
+        raise APIError(400, "only n=1 is supported", param="n")
+
+
+async def pipeline_events(services: Services, turns: list[Turn], system: str) -> AsyncIterator[ThoughtEvent]:
+    """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent."""
+    state = initial_state(turns, system)
+    try:
+        async with asyncio.timeout(services.settings.request_timeout_s):
+            async for event in run_pipeline(services.graph, state, services.context()):
+                yield event
+    except TimeoutError:
+        yield ErrorEvent(f"request timed out after {services.settings.request_timeout_s:.0f}s", "timeout")
+    except Exception as exc:  # a bug must not become a hung or broken stream
+        log.exception("pipeline failed")
+        yield ErrorEvent(f"internal error in the pipeline ({type(exc).__name__})")
+
+
+def _sse(data: dict[str, Any]) -> dict[str, str]:
+    return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
+
+
+async def stream_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent], include_usage: bool):
+    """SSE payloads for sse-starlette: role chunk, think lines and answer as they come, finish, [DONE]."""
+    for chunk in renderer.start():
+        yield _sse(chunk)
+    failed = False
+    async for event in events:
+        failed = failed or isinstance(event, ErrorEvent)
+        for chunk in renderer.event(event):
+            yield _sse(chunk)
+        if failed:
+            break
+    if not failed:
+        for chunk in renderer.finish(include_usage):
+            yield _sse(chunk)
+    yield {"data": "[DONE]"}
+
+
+async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent]) -> ChatCompletion:
+    async for event in events:
+        if isinstance(event, ErrorEvent):
+            status = 504 if event.kind == "timeout" else 500
+            raise APIError(status, event.message, code=event.kind)
+        renderer.event(event)
+    renderer.finish(include_usage=False)
+    return ChatCompletion(
+        id=renderer.id,
+        created=renderer.created,
+        model=renderer.model,
+        choices=[
+            Choice(
+                message=ResponseMessage(
+                    content=renderer.answer_text,
+                    reasoning_content=renderer.reasoning_text if renderer.think_mode != "off" else None,
+                )
+            )
+        ],
+        usage=renderer.usage,
+    )
+
+
+async def task_events(services: Services, task: str, request: ChatCompletionRequest) -> AsyncIterator[ThoughtEvent]:
+    messages = [{"role": m.role if m.role != "developer" else "system", "content": m.text()}
+                for m in request.messages if m.role in ("system", "developer", "user", "assistant")]
+    text, usage = await answer_task(task, messages, services.llm, services.collections)
+    if usage.calls:
+        yield UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls)
+    yield AnswerDelta(text)
+
+
+def new_renderer(request: ChatCompletionRequest, services: Services, *, think: bool, openwebui: bool) -> ChunkRenderer:
+    return ChunkRenderer(
+        completion_id=completion_id(),
+        created=now(),
+        model=request.model,
+        think_mode=services.settings.think_mode if think else "off",
+        openwebui=openwebui,
+    )

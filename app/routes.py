@@ -1,0 +1,84 @@
+"""HTTP routes: models, chat completions, health and readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from sse_starlette import EventSourceResponse
+
+from app.auth import check_api_key
+from app.chat import (
+    collect_chat,
+    conversation,
+    new_renderer,
+    pipeline_events,
+    stream_chat,
+    task_events,
+    validate,
+)
+from app.protocol import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
+from app.services import Services
+from app.tasks import detect_task
+
+router = APIRouter()
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 500)}
+_STARTED = 1_735_689_600  # fixed `created` for the static model list
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def _wants_openwebui_events(request: Request, svc: Services) -> bool:
+    mode = svc.settings.openwebui_events
+    if mode != "auto":
+        return mode == "on"
+    return any(name.lower().startswith("x-openwebui-") for name in request.headers.keys())
+
+
+@router.get("/v1/models", response_model=ModelList, dependencies=[Depends(check_api_key)], responses=_ERRORS)
+async def list_models(request: Request) -> ModelList:
+    settings = request.app.state.settings
+    return ModelList(
+        data=[
+            ModelCard(id=settings.model_id, created=_STARTED, name="NEO NL Agent"),
+            ModelCard(id=settings.lite_model_id, created=_STARTED, name="NEO NL Agent (lite, background tasks)"),
+        ]
+    )
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatCompletion,
+    dependencies=[Depends(check_api_key)],
+    responses={200: {"content": {"text/event-stream": {}}}, **_ERRORS},
+)
+async def chat_completions(body: ChatCompletionRequest, request: Request, svc: Services = Depends(services)):
+    validate(body, svc)
+    turns, system = conversation(body)
+    task = detect_task(body.model, request.headers.get("x-openwebui-task"), turns[-1].content, svc.settings)
+    if task is not None:
+        events = task_events(svc, task, body)
+        renderer = new_renderer(body, svc, think=False, openwebui=False)
+    else:
+        events = pipeline_events(svc, turns, system)
+        renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
+    if not body.stream:
+        return await collect_chat(renderer, events)
+    return EventSourceResponse(
+        stream_chat(renderer, events, body.include_usage),
+        ping=svc.settings.keepalive_s,
+        sep="\n",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+@router.get("/health")
+async def health() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/health/ready")
+async def ready(svc: Services = Depends(services)) -> JSONResponse:
+    report = await svc.readiness()
+    return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)

@@ -1,0 +1,89 @@
+"""Process-wide services, created once in the app's lifespan and injected into requests."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from app.settings import Settings
+from graph.build import build_graph
+from graph.collections import Collection, load_collections
+from graph.llm import LLMClient
+from graph.mcp_client import DocumentClient
+from graph.prompts import Prompts
+from graph.state import Context
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    settings: Settings
+    collections: list[Collection]
+    prompts: Prompts
+    graph: Any
+    llm: LLMClient | None
+    docs: DocumentClient
+    embedded: Any = None  # docserver.embedded.EmbeddedServer when the reference server runs in-process
+
+    @classmethod
+    async def start(cls, settings: Settings) -> "Services":
+        collections = load_collections(settings.collections_file)
+        embedded, url = None, settings.mcp_server_url.strip()
+        if not url:
+            from docserver.embedded import serve_in_background
+
+            embedded = await serve_in_background()
+            url = embedded.url
+            log.info("embedded reference document server at %s", url)
+        llm = None
+        if not settings.offline:
+            llm = LLMClient(
+                settings.llm_base_url,
+                api_key=settings.llm_api_key,
+                model=settings.llm_model,
+                fast_model=settings.fast_model,
+                timeout_s=settings.llm_timeout_s,
+                max_concurrency=settings.llm_max_concurrency,
+                max_retries=settings.llm_max_retries,
+            )
+        docs = DocumentClient(
+            url, timeout_s=settings.mcp_timeout_s, display_names={c.name: c.display_name for c in collections}
+        )
+        return cls(settings, collections, Prompts(settings.prompts_dir), build_graph(), llm, docs, embedded)
+
+    def context(self) -> Context:
+        return Context(
+            llm=self.llm,
+            docs=self.docs,
+            collections=self.collections,
+            prompts=self.prompts,
+            top_k=self.settings.search_top_k,
+            max_facts=self.settings.max_facts,
+        )
+
+    async def readiness(self) -> dict[str, Any]:
+        llm_ok, docs_ok = await asyncio.gather(
+            self.llm.ping() if self.llm else _true(), self.docs.ping()
+        )
+        return {
+            "status": "ready" if llm_ok and docs_ok else "degraded",
+            "mode": "offline" if self.llm is None else "llm",
+            "documents": "embedded" if self.embedded else "external",
+            "llm": {"configured": self.llm is not None, "reachable": llm_ok if self.llm else None},
+            "mcp": {"url": self.docs.url, "reachable": docs_ok, "tools": sorted(self.docs.tools)},
+            "collections": [c.name for c in self.collections],
+        }
+
+    async def aclose(self) -> None:
+        await self.docs.aclose()
+        if self.llm:
+            await self.llm.aclose()
+        if self.embedded:
+            await self.embedded.stop()
+
+
+async def _true() -> bool:
+    return True

@@ -1,0 +1,88 @@
+"""Service settings, read from the environment and `.env` (every key is documented in `.env.example`)."""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from typing_extensions import Annotated
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DEFAULT_TASK_PATTERNS = [
+    r"^\s*### Task:",
+    r"<chat_history>",
+    r"^\s*Your task is to reflect the speaker's",
+]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # Upstream LLM (empty base URL = offline, extractive mode)
+    llm_base_url: str = ""
+    llm_api_key: str = ""
+    llm_model: str = "gpt-4o-mini"
+    llm_fast_model: str = ""  # router and summaries; empty = llm_model
+    llm_timeout_s: float = 60.0
+    llm_max_concurrency: int = 8
+    llm_max_retries: int = 2
+
+    # Documents (empty URL = the embedded reference document server)
+    mcp_server_url: str = ""
+    mcp_timeout_s: float = 20.0
+    collections_file: Path = ROOT / "graph" / "collections.json"
+    prompts_dir: Path = ROOT / "prompts"
+
+    # HTTP
+    api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int = 8000
+    request_timeout_s: float = 180.0
+    max_body_bytes: int = 1_000_000
+    keepalive_s: float = 5.0
+    think_mode: Literal["tags", "reasoning_content", "off"] = "tags"
+    log_level: str = "INFO"
+
+    # Models exposed on /v1/models
+    model_id: str = "neo-nl-agent"
+    lite_model_id: str = "neo-nl-agent-lite"
+
+    # Open WebUI background tasks: regexes on the last user message (multiline)
+    task_patterns: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_TASK_PATTERNS))
+    # Open WebUI `event` lines: "auto" = only when an X-OpenWebUI-* header is present
+    openwebui_events: Literal["auto", "on", "off"] = "auto"
+
+    # Pipeline
+    search_top_k: int = 6
+    max_facts: int = 8
+
+    @field_validator("api_keys", "task_patterns", mode="before")
+    @classmethod
+    def _split_list(cls, value: object) -> object:
+        # Plain comma-separated lists, or a JSON list (needed for regexes that contain commas).
+        if isinstance(value, str):
+            if value.lstrip().startswith("["):
+                return json.loads(value)
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @property
+    def offline(self) -> bool:
+        return not self.llm_base_url.strip()
+
+    @property
+    def embedded_docs(self) -> bool:
+        return not self.mcp_server_url.strip()
+
+    @property
+    def fast_model(self) -> str:
+        return self.llm_fast_model or self.llm_model
+
+    @cached_property
+    def api_key_bytes(self) -> list[bytes]:
+        return [key.encode() for key in self.api_keys]

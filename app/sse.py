@@ -1,0 +1,134 @@
+"""Renders typed thought events as OpenAI chat-completion chunks (and Open WebUI `event` lines).
+
+One renderer per request. It also accumulates the think text and the answer, so the non-streaming path
+uses the same rendering rules. Every piece of text passes the reasoning-tag neutraliser first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, UsageInfo
+from graph.events import AnswerDelta, ErrorEvent, SourceFound, Step, SubAgentStatus, ThoughtEvent, UsageEvent
+from graph.sanitize import TagNeutralizer, neutralize
+
+THINK_OPEN, THINK_CLOSE = "<think>\n", "</think>\n\n"
+
+
+class ChunkRenderer:
+    def __init__(self, *, completion_id: str, created: int, model: str, think_mode: str, openwebui: bool) -> None:
+        self.id, self.created, self.model = completion_id, created, model
+        self.think_mode = think_mode
+        self.openwebui = openwebui
+        self.usage = UsageInfo()
+        self.reasoning: list[str] = []
+        self.answer: list[str] = []
+        self._think_state = "closed" if think_mode == "off" else "new"  # new -> open -> closed
+        self._answer_filter = TagNeutralizer()
+
+    # ------------------------------------------------------------ wire objects
+    def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None) -> dict[str, Any]:
+        choices = [] if usage is not None else [ChunkChoice(delta=delta, finish_reason=finish)]
+        data = ChatCompletionChunk(
+            id=self.id, created=self.created, model=self.model, choices=choices, usage=usage
+        ).model_dump()
+        for choice in data["choices"]:
+            choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
+        return data
+
+    def _content(self, text: str) -> dict[str, Any]:
+        return self._chunk(DeltaMessage(content=text))
+
+    @staticmethod
+    def _status(description: str, done: bool = False) -> dict[str, Any]:
+        return {"event": {"type": "status", "data": {"description": description, "done": done}}}
+
+    # ------------------------------------------------------------ think block
+    def _think(self, line: str) -> list[dict[str, Any]]:
+        line = neutralize(" ".join(line.split()))
+        self.reasoning.append(line)
+        out: list[dict[str, Any]] = []
+        if self.openwebui:
+            out.append(self._status(line))
+        if self._think_state == "closed":
+            return out
+        if self.think_mode == "reasoning_content":
+            self._think_state = "open"
+            return out + [self._chunk(DeltaMessage(reasoning_content=line + "\n"))]
+        prefix = THINK_OPEN if self._think_state == "new" else ""
+        self._think_state = "open"
+        return out + [self._content(prefix + line + "\n")]
+
+    def close_think(self) -> list[dict[str, Any]]:
+        state, self._think_state = self._think_state, "closed"
+        if state == "open" and self.think_mode == "tags":
+            return [self._content(THINK_CLOSE)]
+        return []
+
+    # ------------------------------------------------------------ events
+    def start(self) -> list[dict[str, Any]]:
+        return [self._chunk(DeltaMessage(role="assistant", content=""))]
+
+    def event(self, event: ThoughtEvent) -> list[dict[str, Any]]:
+        if isinstance(event, Step):
+            return self._think(event.text)
+        if isinstance(event, SourceFound):
+            out = []
+            if self.openwebui:
+                out.append(
+                    {
+                        "event": {
+                            "type": "source",
+                            "data": {
+                                "source": {"name": f"[{event.number}] {event.title}", "id": event.evidence_id, "url": event.url},
+                                "document": [neutralize(event.snippet)],
+                                "metadata": [{"source": event.url or event.evidence_id, "name": event.title}],
+                            },
+                        }
+                    }
+                )
+            return out
+        if isinstance(event, SubAgentStatus):
+            return []  # the matching Step lines already tell the story in the think block
+        if isinstance(event, UsageEvent):
+            self.usage.prompt_tokens += event.prompt_tokens
+            self.usage.completion_tokens += event.completion_tokens
+            self.usage.total_tokens = self.usage.prompt_tokens + self.usage.completion_tokens
+            self.usage.upstream_calls += event.calls
+            return []
+        if isinstance(event, AnswerDelta):
+            text = self._answer_filter.feed(event.text)
+            return self._answer_text(text)
+        if isinstance(event, ErrorEvent):
+            return self.error(event.message, event.kind)
+        raise TypeError(f"unknown event {event!r}")
+
+    def _answer_text(self, text: str) -> list[dict[str, Any]]:
+        if not text:
+            return []
+        self.answer.append(text)
+        return self.close_think() + [self._content(text)]
+
+    def finish(self, include_usage: bool) -> list[dict[str, Any]]:
+        out = self._answer_text(self._answer_filter.flush())
+        out += self.close_think()
+        if self.openwebui:
+            out.append(self._status("", done=True))
+        out.append(self._chunk(DeltaMessage(), finish="stop"))
+        if include_usage:
+            out.append(self._chunk(DeltaMessage(), usage=self.usage))
+        return out
+
+    def error(self, message: str, kind: str = "server_error") -> list[dict[str, Any]]:
+        """After the stream started: close the think block, then one in-band error event."""
+        out = self._answer_text(self._answer_filter.flush()) + self.close_think()
+        out.append({"error": {"message": message, "type": kind, "param": None, "code": None}})
+        return out
+
+    @property
+    def reasoning_text(self) -> str:
+        return "\n".join(self.reasoning)
+
+    @property
+    def answer_text(self) -> str:
+        return "".join(self.answer)

@@ -1,0 +1,100 @@
+"""Open WebUI background tasks (title, tags, follow-ups, queries, autocomplete, emoji).
+
+Recognised by the plain-chat model id, the `X-OpenWebUI-Task` header or the template heuristic; answered
+with one cheap upstream call, or deterministically offline. Never through the RAG pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+
+from app.settings import Settings
+from graph.collections import Collection
+from graph.language import detect_language
+from graph.llm import LLMClient, LLMError
+from graph.routing import mentioned_collections
+from graph.state import Usage
+
+log = logging.getLogger(__name__)
+
+_KINDS = [  # (task, pattern in the template) — first match wins
+    ("emoji_generation", re.compile(r"reflect the speaker's|single emoji", re.I)),
+    ("title_generation", re.compile(r'"title"|\btitle\b', re.I)),
+    ("tags_generation", re.compile(r'"tags"|\btags\b', re.I)),
+    ("follow_up_generation", re.compile(r'"follow_ups"|follow-?up', re.I)),
+    ("query_generation", re.compile(r'"queries"|search quer', re.I)),
+    ("autocomplete_generation", re.compile(r"autocomplet|continue the text", re.I)),
+]
+_HISTORY = re.compile(r"<chat_history>(.*?)</chat_history>", re.S | re.I)
+_USER_LINE = re.compile(r"^\s*USER:\s*(.+)$", re.M)
+
+
+def detect_task(model: str, header: str | None, last_user: str, settings: Settings) -> str | None:
+    """The task name, `chat` for plain chat on the lite model, or None for a real pipeline request."""
+    if header and header.strip():
+        return header.strip()
+    if any(re.search(p, last_user, re.M) for p in settings.task_patterns):
+        return task_kind(last_user)
+    if model == settings.lite_model_id:
+        return "chat"
+    return None
+
+
+def task_kind(prompt: str) -> str:
+    return next((name for name, pattern in _KINDS if pattern.search(prompt)), "chat")
+
+
+def _last_question(prompt: str) -> str:
+    history = _HISTORY.search(prompt)
+    lines = _USER_LINE.findall(history.group(1) if history else prompt)
+    return (lines[-1] if lines else prompt).strip()
+
+
+def offline_answer(task: str, prompt: str, collections: list[Collection]) -> str:
+    """Deterministic answers in the JSON shapes Open WebUI parses."""
+    question = _last_question(prompt)
+    language = detect_language(question)
+    if task == "title_generation" or (task == "chat" and '"title"' in prompt):
+        words = re.sub(r"[?!.]+$", "", question).split()
+        title = " ".join(words[:7]) or ("Nieuwe vraag" if language == "nl" else "New question")
+        return json.dumps({"title": title}, ensure_ascii=False)
+    if task == "tags_generation":
+        display = {c.name: c.display_name for c in collections}
+        named = [display[n] for n in mentioned_collections(question, collections)]
+        base = "Nucleaire veiligheid" if language == "nl" else "Nuclear safety"
+        return json.dumps({"tags": [base, *named]}, ensure_ascii=False)
+    if task == "follow_up_generation":
+        follow = {
+            "nl": ["Welke wettelijke bepalingen zijn hierop van toepassing?", "Hoe houdt de ANVS hier toezicht op?",
+                   "Wat zeggen de IAEA-normen hierover?"],
+            "en": ["Which legal provisions apply here?", "How does the ANVS supervise this?",
+                   "What do the IAEA standards say about this?"],
+        }[language]
+        return json.dumps({"follow_ups": follow}, ensure_ascii=False)
+    if task == "query_generation":
+        return json.dumps({"queries": [question]}, ensure_ascii=False)
+    if task == "autocomplete_generation":
+        return json.dumps({"text": ""})
+    if task == "emoji_generation":
+        return "⚛️"
+    message = (
+        "Er is geen taalmodel geconfigureerd; stel uw vraag aan het model neo-nl-agent."
+        if language == "nl"
+        else "No language model is configured; ask the neo-nl-agent model instead."
+    )
+    return message
+
+
+async def answer_task(
+    task: str, messages: list[dict[str, str]], llm: LLMClient | None, collections: list[Collection]
+) -> tuple[str, Usage]:
+    prompt = messages[-1]["content"] if messages else ""
+    if llm is not None:
+        try:
+            result = await llm.complete(messages, fast=True, max_tokens=300)
+            return result.text, result.usage
+        except LLMError as exc:
+            log.warning("task %s: upstream failed (%s); answering deterministically", task, exc)
+    return offline_answer(task, prompt, collections), Usage()

@@ -1,0 +1,121 @@
+"""Run the document server inside another asyncio application.
+
+Used by the main service when no external MCP server is configured::
+
+    docserver = await serve_in_background()
+    ...  # connect an MCP client to docserver.url
+    await docserver.stop()
+"""
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from .server import MCP_PATH, create_app
+
+__all__ = ["EmbeddedServer", "serve_in_background"]
+
+
+class _QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves the host application's signal handlers alone."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:  # uvicorn >= 0.29
+        yield
+
+    def install_signal_handlers(self) -> None:  # older uvicorn
+        return None
+
+
+class EmbeddedServer:
+    """A running background server; ``url`` is its MCP endpoint."""
+
+    def __init__(self, server: uvicorn.Server, task: "asyncio.Task[None]", host: str, port: int) -> None:
+        self._server = server
+        self._task = task
+        self.host = host
+        self.port = port
+        url_host = f"[{host}]" if ":" in host else host
+        self.base_url = f"http://{url_host}:{port}"
+        self.url = f"{self.base_url}{MCP_PATH}"
+
+    @property
+    def running(self) -> bool:
+        return not self._task.done()
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Shut down gracefully; force after ``timeout`` seconds. Safe to call twice."""
+        self._server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        except asyncio.TimeoutError:
+            self._server.force_exit = True
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def __aenter__(self) -> "EmbeddedServer":
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def serve_in_background(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    corpus_dir: Path | str | None = None,
+    read_document: bool = True,
+    allowed_hosts: Sequence[str] | None = None,
+    app: ASGIApp | None = None,
+    startup_timeout: float = 30.0,
+) -> EmbeddedServer:
+    """Start the server as a task in the running event loop and wait until it accepts connections.
+
+    The socket is bound here, so ``port=0`` picks a free port that is known
+    before uvicorn starts.  uvicorn installs no signal handlers and no logging
+    configuration.  ``app`` replaces the default ``create_app(...)``.
+    """
+    if app is None:
+        app = create_app(corpus_dir, read_document=read_document, host=host, allowed_hosts=allowed_hosts)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    bound_port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=2,
+    )
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"docserver:{bound_port}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + startup_timeout
+    while not server.started:
+        if task.done():
+            sock.close()
+            exc = task.exception()
+            raise RuntimeError("docserver failed to start") from exc
+        if loop.time() > deadline:
+            server.should_exit = True
+            task.cancel()
+            sock.close()
+            raise TimeoutError(f"docserver did not start within {startup_timeout} s")
+        await asyncio.sleep(0.01)
+    return EmbeddedServer(server, task, host, bound_port)

@@ -1,0 +1,287 @@
+"""MCP tools imitating the production "genai-utils" document server.
+
+Tool names, arguments and output format are a contract shared with the
+production server: the NEO NL client talks to either with the same code.
+
+* ``list_documents(query)`` -> one Markdown TextContent (titles per collection)
+* ``search_collection(query, collection)`` -> one TextContent per chunk plus an
+  EmbeddedResource ``neo-nl://sources`` (JSON) whose ``sources[i]`` describes chunk i
+* ``read_document(doc_id, collection, query=None)`` -> the document text
+  (with ``query``: only its most relevant sections, plus the sources resource)
+
+Works with mcp 2.x (``MCPServer``) and mcp 1.x (``FastMCP``); the differences
+live in ``_streamable_http_app``.
+"""
+
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import CallToolResult, EmbeddedResource, TextContent, TextResourceContents
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from .corpus import BUNDLED_CORPUS, Chunk, Document
+from .index import Hit, Index
+
+try:  # mcp >= 2
+    from mcp.server.mcpserver import MCPServer as SDKServer
+
+    _MCP2 = True
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as SDKServer  # type: ignore[no-redef]
+
+    _MCP2 = False
+
+__all__ = [
+    "MCP_PATH",
+    "SOURCES_URI",
+    "SDKServer",
+    "build_server",
+    "chunk_text",
+    "create_app",
+    "format_document",
+    "format_document_list",
+    "transport_security",
+]
+
+logger = logging.getLogger("docserver")
+
+MCP_PATH = "/mcp"
+SOURCES_URI = "neo-nl://sources"
+SEARCH_LIMIT = 10
+LIST_LIMIT = 5
+READ_SECTIONS = 3
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+_HAS_PORT = re.compile(r"(^[^:\[\]]+|\])(:(\d+|\*))$")  # "host:80", "[::1]:*"
+
+INSTRUCTIONS = (
+    "Documenten over Nederlandse nucleaire veiligheid (ANVS, IAEA, wetgeving, security). "
+    "Gebruik list_documents om titels te vinden en search_collection om passages te zoeken."
+)
+READ_INSTRUCTIONS = " Met read_document lees je een document (of alleen de relevante secties)."
+
+
+# --- output formatting (the contract) ---------------------------------------
+
+
+def chunk_text(chunk: Chunk) -> str:
+    """Self-describing chunk text: ``[Title — Section]`` then the paragraphs."""
+    header = chunk.title if chunk.section == chunk.title else f"{chunk.title} — {chunk.section}"
+    return f"[{header}]\n{chunk.text}"
+
+
+def _source(document: Document, chunk: Chunk, relevance: float) -> dict[str, Any]:
+    return {
+        "fileName": document.title,
+        "fileId": document.doc_id,
+        "relevance": relevance,
+        "metadata": {
+            "url": document.url,
+            "title": document.title,
+            "year": document.year,
+            "collection": document.collection,
+            "doc_id": document.doc_id,
+            "chunk_index": chunk.chunk_index,
+            "section": chunk.section,
+            "kind": document.kind,
+        },
+        "chunk_content": chunk_text(chunk),
+    }
+
+
+def _sources_resource(hits: Sequence[Hit]) -> EmbeddedResource:
+    payload = {"fileCitations": True, "sources": [_source(h.document, h.chunk, h.relevance) for h in hits]}
+    return EmbeddedResource(
+        type="resource",
+        resource=TextResourceContents(
+            uri=SOURCES_URI, mimeType="application/json", text=json.dumps(payload, ensure_ascii=False)
+        ),
+    )
+
+
+def _text(text: str) -> TextContent:
+    return TextContent(type="text", text=text)
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(content=[_text(message)], isError=True)
+
+
+def _unknown_collection(index: Index, name: str) -> CallToolResult:
+    known = ", ".join(c.name for c in index.collections)
+    return _error(f"Unknown collection '{name}'. Known collections: {known}.")
+
+
+def format_document_list(index: Index, query: str) -> str:
+    """Markdown list of matching titles, at most ``LIST_LIMIT`` per collection."""
+    list_all = query.strip() in ("", "*")
+    blocks: list[str] = []
+    for collection in index.collections:
+        docs = index.documents(collection.name) if list_all else index.match_titles(query, collection.name)
+        docs = docs[:LIST_LIMIT]
+        if not docs:
+            continue
+        lines = [f"## {collection.display_name} ({len(docs)} results)", ""]
+        for n, doc in enumerate(docs, start=1):
+            lines += [f"{n}. **{doc.title}**", f"   - Doc ID: {doc.doc_id}"]
+            if doc.year is not None:
+                lines.append(f"   - Year: {doc.year}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) if blocks else f"No documents found for query '{query}'."
+
+
+def format_document(document: Document, chunks: Sequence[Chunk]) -> str:
+    """``# Title``, the disclaimer, then ``## Section`` + text for each chunk."""
+    parts = [f"# {document.title}"]
+    if document.disclaimer:
+        parts.append(f"> {document.disclaimer}")
+    parts += [f"## {c.section}\n\n{c.text}" for c in chunks]
+    return "\n\n".join(parts)
+
+
+# --- the MCP server ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _keep_root_logging() -> Iterator[None]:
+    """The SDK constructors call ``logging.basicConfig``; keep the host's logging as it was."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.handlers[:] = handlers
+
+
+def build_server(index: Index, *, read_document: bool = True, name: str = "neo-nl-docserver") -> SDKServer:
+    """An MCP server exposing ``index`` through the genai-utils tool contract."""
+    with _keep_root_logging():
+        server = SDKServer(name, instructions=INSTRUCTIONS + (READ_INSTRUCTIONS if read_document else ""))
+
+    # Tools are async on purpose: sync tools run on worker threads, and the
+    # Snowball stemmers are not thread-safe.  Returning ``CallToolResult``
+    # (annotated as such) keeps the SDK from deriving an output schema.
+
+    @server.tool(name="list_documents")
+    async def list_documents(query: str) -> CallToolResult:
+        """List documents whose title matches the query (keywords), per collection, at most 5 each.
+        Use "*" or an empty query to list documents. Returns titles, doc IDs and years only."""
+        return CallToolResult(content=[_text(format_document_list(index, query))])
+
+    @server.tool(name="search_collection")
+    async def search_collection(query: str, collection: str) -> CallToolResult:
+        """Search one collection for passages relevant to the query. Returns up to 10 passages
+        and a JSON resource (neo-nl://sources) with citation metadata for each passage."""
+        if index.collection(collection) is None:
+            return _unknown_collection(index, collection)
+        hits = index.search(query, collection, limit=SEARCH_LIMIT)
+        return CallToolResult(content=[*(_text(chunk_text(h.chunk)) for h in hits), _sources_resource(hits)])
+
+    if read_document:
+        _add_read_document(server, index)
+
+    @server.custom_route("/health", methods=["GET"])
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse(
+            {
+                "status": "ok",
+                "documents": len(index.documents()),
+                "chunks": index.chunk_count,
+                "collections": [c.name for c in index.collections],
+            }
+        )
+
+    return server
+
+
+def _add_read_document(server: SDKServer, index: Index) -> None:
+    @server.tool(name="read_document")
+    async def read_document(doc_id: str, collection: str, query: str | None = None) -> CallToolResult:
+        """Read a document by doc ID. With a query, only the most relevant sections are
+        returned (plus a neo-nl://sources resource describing them)."""
+        if index.collection(collection) is None:
+            return _unknown_collection(index, collection)
+        document = index.document(collection, doc_id)
+        if document is None:
+            return _error(f"Unknown document '{doc_id}' in collection '{collection}'.")
+        if not query or not query.strip():
+            return CallToolResult(content=[_text(format_document(document, document.chunks))])
+        hits = index.search(query, collection, limit=READ_SECTIONS, doc_id=doc_id)
+        if not hits and document.chunks:
+            hits = [Hit(document, document.chunks[0], 0.0, 0.0)]
+        hits.sort(key=lambda h: h.chunk.chunk_index)
+        text = format_document(document, [h.chunk for h in hits])
+        return CallToolResult(content=[_text(text), _sources_resource(hits)])
+
+
+# --- HTTP app ----------------------------------------------------------------
+
+
+def transport_security(host: str, allowed_hosts: Sequence[str] | None = None) -> TransportSecuritySettings:
+    """DNS-rebinding protection settings.
+
+    ``allowed_hosts`` is a list of Host header values (``docserver:3434``, or
+    ``docserver`` for any port); ``["*"]`` disables the check.  Without it the
+    check is off when binding a non-loopback address (0.0.0.0 in docker, where
+    the server is reached as ``docserver:3434``) and localhost-only otherwise.
+    """
+    if allowed_hosts is None and host not in LOOPBACK_HOSTS:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    if allowed_hosts is not None and "*" in allowed_hosts:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    for entry in (h.strip() for h in allowed_hosts or () if h.strip()):
+        hosts += [entry] if _HAS_PORT.search(entry) else [entry, f"{entry}:*"]
+    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+def _streamable_http_app(server: SDKServer, security: TransportSecuritySettings) -> Starlette:
+    """The one place where mcp 1.x and 2.x differ: where HTTP settings go.
+
+    Stateful sessions (``stateless_http=False``) so a restarted server rejects old session ids.
+    """
+    if _MCP2:
+        return server.streamable_http_app(
+            streamable_http_path=MCP_PATH, stateless_http=False, json_response=False, transport_security=security
+        )
+    # mcp 1.x FastMCP reads these from its settings; streamable_http_app() takes no arguments.
+    server.settings.streamable_http_path = MCP_PATH
+    server.settings.stateless_http = False
+    server.settings.json_response = False
+    server.settings.transport_security = security
+    return server.streamable_http_app()
+
+
+def create_app(
+    corpus_dir: Path | str | None = None,
+    *,
+    read_document: bool = True,
+    host: str = "127.0.0.1",
+    allowed_hosts: Sequence[str] | None = None,
+    index: Index | None = None,
+) -> Starlette:
+    """ASGI app: MCP streamable HTTP at ``/mcp`` and ``GET /health``.
+
+    The index is built once, here.  Pass ``index`` to reuse one already built.
+    """
+    if index is None:
+        index = Index.from_directory(corpus_dir if corpus_dir is not None else BUNDLED_CORPUS)
+    logger.info(
+        "%d documents, %d chunks in collections %s",
+        len(index.documents()),
+        index.chunk_count,
+        ", ".join(c.name for c in index.collections),
+    )
+    server = build_server(index, read_document=read_document)
+    return _streamable_http_app(server, transport_security(host, allowed_hosts))

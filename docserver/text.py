@@ -1,0 +1,66 @@
+"""Text analysis shared by indexing and querying.
+
+Pipeline: Unicode NFKD accent folding + casefold, split on anything that is
+not a letter or digit, drop a small Dutch/English stopword list, then stem.
+The corpus mixes Dutch and English, and a query may be in either language,
+so every token is stemmed with BOTH the Dutch and the English Snowball
+stemmer; a token is represented by the set of its stems and two tokens match
+when their stem sets overlap.  Tokens containing digits ("2", "15a", "2033")
+are kept verbatim.
+"""
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import snowballstemmer
+
+__all__ = ["STOPWORDS", "analyze", "normalize", "stems", "tokenize"]
+
+STOPWORDS: frozenset[str] = frozenset(
+    # Dutch
+    """
+    aan al als bij dan dat de deze die dit door een en er geen had heb hebben
+    heeft het hier hij hoe hun ik in is je kan kon kunnen maar me meer men met
+    mij moet moeten na naar niet nog nu of om omdat ons ook op over te tegen
+    toe tot u uit van vanaf veel voor waar wanneer want waren was wat we wel
+    welk welke werd werden wie wij wordt worden zal ze zich zij zijn zo zoals
+    zonder zou zullen
+    """.split()
+    # English
+    + """
+    a about an and are as at be been being but by can could did do does for
+    from had has have he her his how i if into it its may might must no not
+    of on or our shall she should so than that the their them then there
+    these they this those to was we were what when where which who will with
+    would you your
+    """.split()
+)
+
+_WORD = re.compile(r"[^\W_]+")
+_DUTCH = snowballstemmer.stemmer("dutch")
+_ENGLISH = snowballstemmer.stemmer("english")
+
+
+def normalize(text: str) -> str:
+    """Casefold and strip accents: "Überprüfung Één" -> "uberprufung een"."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).casefold()
+
+
+def tokenize(text: str) -> list[str]:
+    """Normalized word tokens without stopwords, in text order."""
+    return [t for t in _WORD.findall(normalize(text)) if t not in STOPWORDS]
+
+
+@lru_cache(maxsize=65536)
+def stems(token: str) -> frozenset[str]:
+    """The Dutch and English stems of one normalized token."""
+    if any(c.isdigit() for c in token):
+        return frozenset((token,))
+    return frozenset((_DUTCH.stemWord(token), _ENGLISH.stemWord(token)))
+
+
+def analyze(text: str) -> list[frozenset[str]]:
+    """One stem set per token of ``text``; the unit both index and queries use."""
+    return [stems(t) for t in tokenize(text)]

@@ -1,0 +1,1 @@
+"""The LangGraph pipeline: state, nodes, graph assembly, upstream LLM and MCP clients."""

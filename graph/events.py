@@ -1,0 +1,67 @@
+"""Typed thought events. Nodes emit these through LangGraph's custom stream; the HTTP edge renders them.
+
+Nodes never format SSE or protocol text: a `Step` is a curated, user-facing progress line in the
+user's language, never a prompt, JSON or raw model output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from langgraph.config import get_stream_writer
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A progress line for the think block ("Route: feitelijke vraag ...")."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubAgentStatus:
+    """Progress of one research branch (one collection or sub-question)."""
+
+    agent: str
+    status: Literal["started", "done", "failed"]
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFound:
+    """A ledger entry that the answer may cite as [number]."""
+
+    number: int
+    title: str
+    collection: str
+    url: str
+    evidence_id: str
+    snippet: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    prompt_tokens: int
+    completion_tokens: int
+    calls: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent:
+    message: str
+    kind: str = "server_error"
+    meta: dict = field(default_factory=dict)
+
+
+ThoughtEvent = Union[Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent]
+
+
+def emit(event: ThoughtEvent) -> None:
+    """Send an event to the stream of the running graph (a no-op outside a streaming run)."""
+    get_stream_writer()(event)

@@ -1,0 +1,92 @@
+"""Deterministic strategies for offline mode and for upstream failures: extractive facts, template answers."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from docserver.text import analyze
+from graph import messages
+from graph.language import detect_language
+from graph.state import Evidence, Fact, Language
+
+_HEADER = re.compile(r"^\s*\[[^\]\n]{1,200}\]\s*\n")
+_ABBREVIATIONS = ("Rev.", "rev.", "nr.", "Nr.", "art.", "Art.", "No.", "no.", "bijv.", "o.a.", "e.g.", "i.e.", "Vol.", "jo.")
+_SENTENCE = re.compile(
+    "".join(f"(?<!{re.escape(a)})" for a in _ABBREVIATIONS) + r"(?<=[.!?])\s+(?=[A-Z0-9ÀÉÈËÏÖÜ(\"'])"
+)
+
+
+def sentences(text: str) -> list[str]:
+    body = _HEADER.sub("", text.strip(), count=1)
+    out = []
+    for paragraph in re.split(r"\n\s*\n", body):
+        paragraph = " ".join(paragraph.split()).lstrip("> ").strip()
+        out += [s.strip() for s in _SENTENCE.split(paragraph) if len(s.strip()) > 25]
+    return out
+
+
+def _stems(text: str) -> set[str]:
+    return set().union(*analyze(text)) if text.strip() else set()
+
+
+def select_facts(
+    question: str, ledger: list[Evidence], max_facts: int, *, language: Language = "nl", per_source: int = 2
+) -> list[Fact]:
+    """Sentences ranked by the IDF-weighted query stems they share (rare words count most), in the
+    question's language first; at most `per_source` per passage, collections taking turns so every
+    consulted source is represented; ties keep ledger order."""
+    query = _stems(question)
+    candidates = [
+        (i, j, sentence, evidence, _stems(sentence))
+        for i, evidence in enumerate(ledger)
+        for j, sentence in enumerate(sentences(evidence.text))
+    ]
+    total = len(candidates) or 1
+    weight = {s: math.log(1 + total / (1 + sum(s in c[4] for c in candidates))) for s in query}
+    ranked: dict[str, list[tuple[float, int, int, str, str]]] = {}
+    for i, j, sentence, evidence, stems in candidates:
+        score = sum(weight[s] for s in query & stems)
+        if not score:
+            continue
+        if detect_language(sentence, default=language) != language:
+            score *= 0.5
+        score += 0.5 * evidence.relevance
+        ranked.setdefault(evidence.collection, []).append((score, -i, -j, sentence, evidence.id))
+    queues = [sorted(items, reverse=True) for items in ranked.values()]
+    queues.sort(key=lambda q: -q[0][0])
+    taken: dict[str, int] = {}
+    facts: list[Fact] = []
+    while queues and len(facts) < max_facts:
+        for queue in list(queues):
+            while queue and taken.get(queue[0][4], 0) >= per_source:
+                queue.pop(0)
+            if not queue:
+                queues.remove(queue)
+                continue
+            _score, _i, _j, sentence, evidence_id = queue.pop(0)
+            taken[evidence_id] = taken.get(evidence_id, 0) + 1
+            facts.append(Fact(text=sentence, evidence_ids=[evidence_id]))
+            if len(facts) >= max_facts:
+                break
+    return facts
+
+
+def template_answer(
+    facts: list[Fact], ledger: list[Evidence], language: Language, display: dict[str, str], banner: str
+) -> str:
+    """A cited answer built from facts: grouped per collection when more than one collection contributes."""
+    number = {e.id: n for n, e in enumerate(ledger, 1)}
+    collection_of = {e.id: e.collection for e in ledger}
+    groups: dict[str, list[str]] = {}
+    for fact in facts:
+        cites = "".join(f"[{number[i]}]" for i in fact.evidence_ids if i in number)
+        if cites:
+            groups.setdefault(collection_of[fact.evidence_ids[0]], []).append(f"- {fact.text} {cites}")
+    parts = [banner, "", messages.line("intro", language)]
+    if len(groups) == 1:
+        parts += next(iter(groups.values()))
+    else:
+        for collection, lines in groups.items():
+            parts += ["", f"**{display.get(collection, collection)}**", *lines]
+    return "\n".join(parts)

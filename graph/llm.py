@@ -1,0 +1,219 @@
+"""Upstream LLM client: any OpenAI-compatible endpoint (vLLM, Ollama, OpenAI).
+
+A thin async httpx client, not a langchain-core chat model, because this service needs exact control that
+the chat-model abstraction hides: retries only until the first streamed token, `reasoning_content` /
+`reasoning` deltas (vLLM with gpt-oss) and inline `<think>` blocks kept out of the answer, usage read
+from the upstream's own usage chunk, one process-wide pool and concurrency cap. Tokens reach the client
+through LangGraph's `custom` stream mode (nodes emit `AnswerDelta` as tokens arrive), so nothing is lost
+by not using the `messages` stream mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource, SSEError
+
+from graph.sanitize import InlineReasoningSplitter
+from graph.state import Usage
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class LLMError(Exception):
+    """An upstream call failed for good (after retries, or after the first streamed token)."""
+
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+@dataclass(slots=True)
+class Completion:
+    text: str
+    usage: Usage
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+
+
+async def _raise_for_status(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    body = (await response.aread()).decode("utf-8", "replace")[:300]
+    raise LLMError(
+        f"upstream HTTP {response.status_code}: {body}",
+        retryable=response.status_code in RETRY_STATUS,
+        retry_after=_retry_after(response),
+    )
+
+
+def _usage(payload: dict[str, Any] | None, prompt_chars: str, completion: str) -> Usage:
+    if payload:
+        return Usage(
+            prompt_tokens=int(payload.get("prompt_tokens") or 0),
+            completion_tokens=int(payload.get("completion_tokens") or 0),
+            calls=1,
+        )
+    return Usage(prompt_tokens=estimate_tokens(prompt_chars), completion_tokens=estimate_tokens(completion), calls=1)
+
+
+class LLMClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str = "",
+        model: str,
+        fast_model: str | None = None,
+        timeout_s: float = 60.0,
+        max_concurrency: int = 8,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+    ) -> None:
+        self.model = model
+        self.fast_model = fast_model or model
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self._gate = asyncio.Semaphore(max_concurrency)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+            limits=httpx.Limits(max_connections=max(max_concurrency * 2, 10), max_keepalive_connections=max_concurrency),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def ping(self) -> bool:
+        try:
+            response = await self._http.get("models", timeout=5.0)
+            return response.status_code < 500
+        except httpx.HTTPError:
+            return False
+
+    def _body(self, messages: list[dict[str, str]], fast: bool, max_tokens: int | None, stream: bool) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.fast_model if fast else self.model,
+            "messages": messages,
+            "temperature": 0.1 if fast else 0.3,
+            "stream": stream,
+        }
+        if max_tokens:
+            body["max_tokens"] = max_tokens
+        if stream:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def _pause(self, attempt: int, error: LLMError) -> None:
+        # Hand-written backoff: the retry boundary ("never after the first streamed token") sits inside a
+        # generator, which retry decorators do not model. Honours Retry-After, capped.
+        delay = error.retry_after if error.retry_after is not None else self.backoff_s * 2**attempt
+        await asyncio.sleep(min(delay, 10.0) * (0.8 + 0.4 * random.random()))
+
+    async def complete(
+        self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None
+    ) -> Completion:
+        """Non-streaming call with bounded retries; returns the answer text (reasoning removed) and usage."""
+        body = self._body(messages, fast, max_tokens, stream=False)
+        prompt_chars = "".join(m["content"] for m in messages)
+        async with self._gate:
+            for attempt in range(self.max_retries + 1):
+                try:
+                    async with asyncio.timeout(self.timeout_s):
+                        response = await self._http.post("chat/completions", json=body)
+                        await _raise_for_status(response)
+                        try:
+                            payload = response.json()
+                            content = payload["choices"][0]["message"].get("content") or ""
+                        except (ValueError, KeyError, IndexError, TypeError) as exc:
+                            raise LLMError(f"unparseable upstream response: {exc}", retryable=True) from exc
+                except (httpx.TransportError, TimeoutError) as exc:
+                    error = LLMError(f"upstream unreachable: {type(exc).__name__}", retryable=True)
+                except LLMError as exc:
+                    error = exc
+                else:
+                    splitter = InlineReasoningSplitter()
+                    answer = splitter.feed(content)[1] + splitter.flush()[1]
+                    return Completion(answer.strip(), _usage(payload.get("usage"), prompt_chars, content))
+                if not error.retryable or attempt == self.max_retries:
+                    raise error
+                log.warning("upstream call failed (%s), retrying", error)
+                await self._pause(attempt, error)
+        raise AssertionError("unreachable")
+
+    async def stream(
+        self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None
+    ) -> AsyncIterator[str | Usage]:
+        """Stream answer text deltas as the upstream produces them; the last item is the call's `Usage`.
+
+        Retries (429/5xx/connection errors) happen only before the first answer token; a failure after it
+        raises `LLMError` so the caller can end the answer honestly.
+        """
+        body = self._body(messages, fast, max_tokens, stream=True)
+        prompt_chars = "".join(m["content"] for m in messages)
+        async with self._gate:
+            for attempt in range(self.max_retries + 1):
+                splitter = InlineReasoningSplitter()
+                produced: list[str] = []
+                usage_payload: dict[str, Any] | None = None
+                finished = False
+                try:
+                    async with self._http.stream("POST", "chat/completions", json=body) as response:
+                        await _raise_for_status(response)
+                        async for event in EventSource(response).aiter_sse():
+                            if event.data.strip() == "[DONE]":
+                                break
+                            try:
+                                chunk = json.loads(event.data)
+                            except ValueError as exc:
+                                raise LLMError("invalid SSE data from upstream", retryable=not produced) from exc
+                            if chunk.get("error"):
+                                raise LLMError(f"upstream error: {chunk['error']}", retryable=not produced)
+                            usage_payload = chunk.get("usage") or usage_payload
+                            for choice in chunk.get("choices") or []:
+                                finished = finished or bool(choice.get("finish_reason"))
+                                # `reasoning_content` / `reasoning` deltas are deliberately ignored.
+                                text = (choice.get("delta") or {}).get("content") or ""
+                                answer = splitter.feed(text)[1] if text else ""
+                                if answer:
+                                    produced.append(answer)
+                                    yield answer
+                        else:
+                            if not finished:  # some servers omit [DONE], none omit finish_reason
+                                raise LLMError("upstream stream ended early", retryable=not produced)
+                    tail = splitter.flush()[1]
+                    if tail:
+                        produced.append(tail)
+                        yield tail
+                    yield _usage(usage_payload, prompt_chars, "".join(produced))
+                    return
+                except (httpx.TransportError, SSEError) as exc:
+                    error = LLMError(f"upstream connection failed: {type(exc).__name__}", retryable=not produced)
+                except LLMError as exc:
+                    error = exc
+                if not error.retryable or attempt == self.max_retries:
+                    raise error
+                log.warning("upstream stream failed before the first token (%s), retrying", error)
+                await self._pause(attempt, error)

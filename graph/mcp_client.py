@@ -1,0 +1,266 @@
+"""Document client on the official `mcp` SDK (streamable HTTP), for genai-utils and the reference server.
+
+One long-lived MCP session per process. Each session is owned by a task of its own (the SDK's context
+managers must be entered and left in the same task); when a call fails at the connection level the session
+is dropped and the next call opens a new one, so a restarted document server is picked up again. Tools are
+listed once per session. Works against servers on mcp 1.x (initialize handshake) and 2.x (negotiated by the
+SDK's `mode="auto"`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import Client
+
+from graph.state import Evidence
+
+log = logging.getLogger(__name__)
+
+SOURCES_URI = "neo-nl://sources"
+
+
+class DocumentError(Exception):
+    """A document server call failed (unreachable, timed out, or returned an error result)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRef:
+    collection: str
+    doc_id: str
+    title: str
+    year: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    texts: list[str]
+    sources: list[dict[str, Any]]
+
+
+def _content_type(item: Any) -> str:
+    return getattr(item, "type", "")
+
+
+def parse_tool_output(content: list[Any]) -> ToolOutput:
+    """Split MCP content into text items and the `neo-nl://sources` JSON (genai-utils format)."""
+    texts: list[str] = []
+    sources: list[dict[str, Any]] = []
+    for item in content:
+        kind = _content_type(item)
+        if kind == "text":
+            texts.append(item.text)
+        elif kind == "resource":
+            resource = item.resource
+            if str(resource.uri) == SOURCES_URI and getattr(resource, "text", None):
+                try:
+                    sources = list(json.loads(resource.text).get("sources") or [])
+                except (ValueError, AttributeError):
+                    log.warning("document server sent unparseable sources JSON")
+    return ToolOutput(texts, sources)
+
+
+def _chunk_key(source: dict[str, Any], text: str) -> str:
+    meta = source.get("metadata") or {}
+    for key in ("chunk_index", "chunk_id", "chunk"):
+        if meta.get(key) is not None:
+            return str(meta[key])
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:8]
+
+
+def _year(value: Any) -> int | None:
+    try:
+        return int(str(value)[:4])
+    except (TypeError, ValueError):
+        return None
+
+
+def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
+    """Typed evidence with stable ids `collection/doc_id#n`; chunk i belongs to source i."""
+    evidence: list[Evidence] = []
+    count = max(len(output.sources), len(output.texts))
+    for i in range(count):
+        source = output.sources[i] if i < len(output.sources) else {}
+        meta = source.get("metadata") or {}
+        text = str(source.get("chunk_content") or (output.texts[i] if i < len(output.texts) else "")).strip()
+        if not text:
+            continue
+        doc_id = str(source.get("fileId") or meta.get("doc_id") or "unknown")
+        coll = str(meta.get("collection") or collection)
+        evidence.append(
+            Evidence(
+                id=f"{coll}/{doc_id}#{_chunk_key(source, text)}",
+                collection=coll,
+                doc_id=doc_id,
+                title=str(source.get("fileName") or meta.get("title") or doc_id),
+                text=text,
+                url=str(meta.get("url") or ""),
+                year=_year(meta.get("year")),
+                section=str(meta.get("section") or ""),
+                relevance=float(source.get("relevance") or 0.0),
+                summary=str(meta.get("kind") or "").lower() == "summary",
+            )
+        )
+    return evidence
+
+
+_HEADER = re.compile(r"^##\s+(?P<display>.+?)\s+\(\d+\s+\w+\)\s*$")
+_ITEM = re.compile(r"^\s*\d+\.\s+\*\*(?P<title>.+?)\*\*\s*$")
+_DOC_ID = re.compile(r"^\s*-\s*Doc ID:\s*(?P<id>\S+)")
+_YEAR = re.compile(r"^\s*-\s*Year:\s*(?P<year>\d{4})")
+
+
+def parse_document_list(markdown: str, display_to_name: dict[str, str]) -> list[DocumentRef]:
+    """Parse `list_documents` Markdown (`## ANVS (3 results)`, `1. **Title**`, `- Doc ID: x`)."""
+    refs: list[DocumentRef] = []
+    collection, title, doc_id, year = "", "", "", None
+
+    def flush() -> None:
+        if collection and doc_id:
+            refs.append(DocumentRef(collection, doc_id, title or doc_id, year))
+
+    for line in markdown.splitlines():
+        if m := _HEADER.match(line):
+            flush()
+            display = m["display"].strip()
+            collection = display_to_name.get(display.lower(), display.lower())
+            title, doc_id, year = "", "", None
+        elif m := _ITEM.match(line):
+            flush()
+            title, doc_id, year = m["title"], "", None
+        elif m := _DOC_ID.match(line):
+            doc_id = m["id"]
+        elif m := _YEAR.match(line):
+            year = int(m["year"])
+    flush()
+    return refs
+
+
+class _Session:
+    """One MCP session, entered and left inside its own task."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.ready: asyncio.Future[tuple[Client, set[str]]] = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._run(url, timeout_s), name="mcp-session")
+
+    async def _run(self, url: str, timeout_s: float) -> None:
+        try:
+            async with Client(url, read_timeout_seconds=timeout_s) as client:
+                tools = await client.list_tools()
+                self.ready.set_result((client, {tool.name for tool in tools.tools}))
+                await asyncio.Event().wait()  # held open until close() cancels this task
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - reported to whoever waits for the session
+            if not self.ready.done():
+                self.ready.set_exception(exc)
+            else:
+                log.warning("MCP session ended: %r", exc)
+
+    @property
+    def alive(self) -> bool:
+        return not self._task.done()
+
+    async def close(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        if self.ready.done() and not self.ready.cancelled():
+            self.ready.exception()  # mark a failed handshake as retrieved
+
+
+class DocumentClient:
+    def __init__(self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self._display_to_name = {v.lower(): k for k, v in (display_names or {}).items()}
+        self._session: _Session | None = None
+        self._lock = asyncio.Lock()
+        self.tools: set[str] = set()
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _client(self) -> Client:
+        async with self._lock:
+            if self._session is None or not self._session.alive:
+                if self._session is not None:
+                    await self._session.close()
+                self._session = _Session(self.url, self.timeout_s)
+            session = self._session
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                client, self.tools = await asyncio.shield(session.ready)
+            return client
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._drop(session)
+            raise DocumentError(f"document server unreachable: {type(exc).__name__}") from exc
+
+    async def _drop(self, session: _Session) -> None:
+        async with self._lock:
+            if self._session is session:
+                self._session = None
+        await session.close()
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> ToolOutput:
+        for attempt in range(2):
+            client = await self._client()
+            session = self._session
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    result = await client.call_tool(tool, arguments)
+            except TimeoutError as exc:
+                raise DocumentError(f"{tool} timed out after {self.timeout_s:.0f}s") from exc
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the session is suspect (server restarted, connection lost)
+                log.warning("MCP call %s failed (%r); reconnecting", tool, exc)
+                if session is not None:
+                    await self._drop(session)
+                if attempt == 1:
+                    raise DocumentError(f"{tool} failed: {type(exc).__name__}") from exc
+                continue
+            output = parse_tool_output(result.content)
+            if result.is_error:
+                raise DocumentError(f"{tool}: {' '.join(output.texts)[:200] or 'error result'}")
+            return output
+        raise AssertionError("unreachable")
+
+    async def ping(self) -> bool:
+        try:
+            await self._client()
+            return True
+        except DocumentError:
+            return False
+
+    @property
+    def has_read_document(self) -> bool:
+        return "read_document" in self.tools
+
+    async def search(self, collection: str, query: str) -> list[Evidence]:
+        output = await self._call("search_collection", {"query": query, "collection": collection})
+        return to_evidence(collection, output)
+
+    async def list_documents(self, query: str) -> list[DocumentRef]:
+        output = await self._call("list_documents", {"query": query})
+        return parse_document_list("\n".join(output.texts), self._display_to_name)
+
+    async def read_document(self, collection: str, doc_id: str, query: str | None = None) -> list[Evidence]:
+        """Full text (or the sections relevant to `query`) as evidence; falls back to search when absent."""
+        await self._client()
+        if not self.has_read_document:
+            return [e for e in await self.search(collection, query or doc_id) if e.doc_id == doc_id]
+        output = await self._call("read_document", {"doc_id": doc_id, "collection": collection, "query": query})
+        return to_evidence(collection, output)

@@ -1,0 +1,68 @@
+"""User-facing progress lines and fixed answer phrases, per language. Curated text only, never prompts."""
+
+from __future__ import annotations
+
+from graph.state import Language, QueryType
+
+_LINES: dict[str, dict[Language, str]] = {
+    "route": {"nl": "Vraagtype: {kind}", "en": "Question type: {kind}"},
+    "route_signal": {"nl": "Vraagtype: {kind} (signaal: '{signal}')", "en": "Question type: {kind} (signal: '{signal}')"},
+    "collections": {"nl": "Collecties: {names}", "en": "Collections: {names}"},
+    "searching": {"nl": "{coll}: zoeken…", "en": "{coll}: searching…"},
+    "found": {"nl": "{coll}: {n} passages gevonden", "en": "{coll}: {n} passages found"},
+    "none_found": {"nl": "{coll}: geen passages gevonden", "en": "{coll}: no passages found"},
+    "failed": {"nl": "{coll}: niet doorzocht ({error})", "en": "{coll}: not searched ({error})"},
+    "facts": {"nl": "{n} kernfeiten geselecteerd uit {m} passages", "en": "{n} key facts selected from {m} passages"},
+    "offline": {
+        "nl": "Geen taalmodel geconfigureerd: extractieve modus",
+        "en": "No language model configured: extractive mode",
+    },
+    "llm_fallback": {
+        "nl": "Taalmodel niet beschikbaar ({error}); extractieve modus",
+        "en": "Language model unavailable ({error}); extractive mode",
+    },
+    "writing": {"nl": "Antwoord opstellen op basis van {n} bronnen", "en": "Writing the answer from {n} sources"},
+    "source": {"nl": "Bron [{n}]: {title}", "en": "Source [{n}]: {title}"},
+    "gap": {
+        "nl": "Let op: de collectie {coll} kon niet worden doorzocht ({error}); het antwoord kan onvolledig zijn.",
+        "en": "Note: the collection {coll} could not be searched ({error}); the answer may be incomplete.",
+    },
+    "offline_banner": {
+        "nl": "*Er is geen taalmodel geconfigureerd: dit antwoord is extractief samengesteld uit de gevonden "
+        "passages. De bronnen zijn samenvattingen, niet de officiële teksten.*",
+        "en": "*No language model is configured: this answer is assembled extractively from the passages found. "
+        "The sources are summaries, not the official texts.*",
+    },
+    "fallback_banner": {
+        "nl": "*Het taalmodel was niet beschikbaar ({error}): dit antwoord is extractief samengesteld uit de "
+        "gevonden passages.*",
+        "en": "*The language model was unavailable ({error}): this answer is assembled extractively from the "
+        "passages found.*",
+    },
+    "intro": {"nl": "Relevante passages bij de vraag:", "en": "Relevant passages for the question:"},
+    "nothing": {
+        "nl": "Ik heb in de geraadpleegde collecties ({names}) geen passages gevonden die deze vraag beantwoorden.",
+        "en": "I found no passages in the consulted collections ({names}) that answer this question.",
+    },
+    "interrupted": {
+        "nl": "\n\n*(Het antwoord is afgebroken: het taalmodel gaf een fout.)*",
+        "en": "\n\n*(The answer was cut off: the language model failed.)*",
+    },
+    "sources": {"nl": "Bronnen", "en": "Sources"},
+    "summary_mark": {"nl": "samenvatting", "en": "summary"},
+}
+
+_KINDS: dict[QueryType, dict[Language, str]] = {
+    "factual": {"nl": "feitelijke vraag", "en": "factual question"},
+    "exploratory": {"nl": "verkennende vraag", "en": "exploratory question"},
+    "deep_dive": {"nl": "verdiepende vraag", "en": "deep-dive question"},
+    "comparative": {"nl": "vergelijkende vraag", "en": "comparative question"},
+}
+
+
+def line(key: str, language: Language, **values: object) -> str:
+    return _LINES[key][language].format(**values)
+
+
+def kind_label(kind: QueryType, language: Language) -> str:
+    return _KINDS[kind][language]

@@ -1,0 +1,1 @@
+"""Pipeline nodes: small async functions, one per module."""

@@ -1,0 +1,105 @@
+"""Synthesize: one answer in the user's language with `[n]` citations checked against the ledger.
+
+The answer streams as the upstream produces it; the sources list is rendered from the ledger afterwards.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from graph import messages
+from graph.citations import CitationFilter, order_evidence, render_ledger, render_sources
+from graph.events import AnswerDelta, SourceFound, Step, UsageEvent, emit
+from graph.extractive import template_answer
+from graph.llm import LLMError
+from graph.state import Context, Evidence, Fact, State, Usage
+
+
+def build_ledger(facts: list[Fact], evidence: list[Evidence], collections: list[str], limit: int = 10) -> list[Evidence]:
+    """The evidence the facts rest on, in stable order; the top evidence when there are no facts."""
+    cited = {i for f in facts for i in f.evidence_ids}
+    ordered = order_evidence(evidence, collections)
+    return ([e for e in ordered if e.id in cited] or ordered)[:limit]
+
+
+def _facts_block(facts: list[Fact], ledger: list[Evidence]) -> str:
+    number = {e.id: n for n, e in enumerate(ledger, 1)}
+    return "\n".join(
+        f"- {f.text} " + "".join(f"[{number[i]}]" for i in f.evidence_ids if i in number) for f in facts
+    )
+
+
+class _Answer:
+    """Collects the answer while emitting it; citation markers pass the ledger check first."""
+
+    def __init__(self, size: int) -> None:
+        self.filter = CitationFilter(size)
+        self.parts: list[str] = []
+
+    def write(self, text: str, *, check: bool = True) -> None:
+        out = self.filter.feed(text) if check else text
+        if out:
+            self.parts.append(out)
+            emit(AnswerDelta(out))
+
+    def close(self) -> None:
+        self.write(self.filter.flush(), check=False)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
+    ctx, language, question = runtime.context, state["language"], state["question"]
+    route, facts, gaps = state["route"], state.get("facts", []), state.get("gaps", [])
+    ledger = build_ledger(facts, state.get("evidence", []), route.collections)
+    display = {c.name: c.display_name for c in ctx.collections}
+    answer = _Answer(len(ledger))
+    usage = Usage()
+
+    for n, e in enumerate(ledger, 1):
+        emit(SourceFound(n, e.title, e.collection, e.url, e.id, e.text[:500]))
+    if not ledger:
+        names = ", ".join(ctx.display(c) for c in route.collections)
+        answer.write(messages.line("nothing", language, names=names))
+        for gap in gaps:
+            answer.write(f"\n\n{gap}")
+        return {"answer": answer.text, "usage": usage}
+
+    emit(Step(messages.line("writing", language, n=len(ledger))))
+    banner = messages.line("offline_banner", language)
+    if ctx.llm is not None:
+        system = ctx.prompts.render("synthesize_system", language)
+        user = ctx.prompts.render(
+            "synthesize",
+            language,
+            question=question,
+            facts=_facts_block(facts, ledger),
+            evidence=render_ledger(ledger),
+            gaps="\n".join(gaps),
+        )
+        try:
+            async for piece in ctx.llm.stream([{"role": "system", "content": system}, {"role": "user", "content": user}]):
+                if isinstance(piece, Usage):
+                    usage = piece
+                    emit(UsageEvent(piece.prompt_tokens, piece.completion_tokens, piece.calls))
+                else:
+                    answer.write(piece)
+            banner = ""
+        except LLMError as exc:
+            if answer.parts:
+                answer.close()
+                answer.write(messages.line("interrupted", language), check=False)
+                banner = ""
+            else:
+                emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+                banner = messages.line("fallback_banner", language, error="upstream")
+    if banner:
+        answer.write(template_answer(facts, ledger, language, display, banner))
+    answer.close()
+    for gap in gaps:
+        answer.write(f"\n\n{gap}", check=False)
+    sources = render_sources(ledger, answer.filter.cited, language, display)
+    answer.write(f"\n\n{sources}", check=False)
+    return {"answer": answer.text, "usage": usage}

@@ -1,0 +1,66 @@
+"""Heuristic routing: pure functions from a question to a query type and target collections."""
+
+from __future__ import annotations
+
+import re
+
+from graph.collections import Collection
+from graph.state import QueryType, Route
+
+_WORD = re.compile(r"[\w\-']+", re.UNICODE)
+
+# First match wins; each entry: (query type, phrases that signal it, reason code).
+_TYPE_SIGNALS: list[tuple[QueryType, tuple[str, ...]]] = [
+    ("comparative", ("verschil", "verschillen", "vergelijk", "vergelijking", "verhouden", "verhoudt", "tegenover",
+                     "overeenkomsten", "compare", "comparison", "differ", "difference", "versus", " vs ")),
+    ("exploratory", ("welke documenten", "welke publicaties", "welke bronnen", "overzicht van", "which documents",
+                     "what documents", "which publications", "overview of", "list of", "lijst van")),
+    ("deep_dive", ("leg uit", "gedetailleerd", "in detail", "uitgebreid", "uitgebreide", "diepgaand", "toelichting op",
+                   "explain", "detailed", "in depth", "in-depth", "uitleg")),
+]
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def mentioned_collections(question: str, collections: list[Collection]) -> list[str]:
+    """Collections named or pointed at by a keyword, in configuration order."""
+    tokens = set(words(question))
+    hits = []
+    for c in collections:
+        signals = {c.name.lower(), c.display_name.lower(), *c.keywords}
+        if tokens & signals or any(" " in s and s in question.lower() for s in signals):
+            hits.append(c.name)
+    return hits
+
+
+def query_type(question: str, mentioned: int) -> tuple[QueryType, str]:
+    text = f" {question.lower()} "
+    for kind, phrases in _TYPE_SIGNALS:
+        for phrase in phrases:
+            if phrase in text:
+                return kind, phrase.strip()
+    if mentioned >= 2 and re.search(r"\b(en|and)\b", text) and re.search(r"\b(hoe|how)\b", text):
+        return "comparative", "+".join(sorted(set(words(question)) & {"en", "and"}))
+    return "factual", "-"
+
+
+def heuristic_route(question: str, collections: list[Collection]) -> Route:
+    named = mentioned_collections(question, collections)
+    kind, signal = query_type(question, len(named))
+    targets = named or [c.name for c in collections]
+    return Route(
+        query_type=kind,
+        collections=targets,
+        reason="" if signal == "-" else signal,
+        search_query=focus_terms(question, collections),
+    )
+
+
+def focus_terms(question: str, collections: list[Collection]) -> str:
+    """The question without collection names and question-type signal words: what to search for."""
+    drop = {c.name.lower() for c in collections} | {c.display_name.lower() for c in collections}
+    drop |= {p.strip() for _, phrases in _TYPE_SIGNALS for p in phrases if " " not in p.strip()}
+    kept = [w for w in _WORD.findall(question) if w.lower() not in drop]
+    return " ".join(kept) or question

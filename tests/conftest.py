@@ -1,0 +1,71 @@
+"""Shared fixtures: the reference document server, the fake upstream LLM and service instances, all on
+real loopback HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.main import create_app
+from app.settings import Settings
+from docserver.server import create_app as create_docserver
+from tests.fakes.fake_llm import FakeLLM
+from tests.fakes.servers import ServerThread
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+QUESTION = "Wanneer vervalt de vergunning van kerncentrale Borssele?"
+
+
+@pytest.fixture(scope="session")
+def docserver() -> Iterator[ServerThread]:
+    with ServerThread(create_docserver()) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def docserver_url(docserver: ServerThread) -> str:
+    return docserver.base_url + "/mcp"
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLLM]:
+    with FakeLLM() as fake:
+        yield fake
+
+
+ServiceFactory = Callable[..., str]
+
+
+@pytest.fixture
+def service(docserver_url: str) -> Iterator[ServiceFactory]:
+    """Start the service with settings overrides; returns its base URL (`.../v1` is added by callers)."""
+    started: list[ServerThread] = []
+
+    def start(**overrides: object) -> str:
+        values: dict[str, object] = {"mcp_server_url": docserver_url, "llm_base_url": "", "keepalive_s": 1.0}
+        values.update(overrides)
+        settings = Settings(_env_file=None, **values)
+        server = ServerThread(create_app(settings)).start()
+        started.append(server)
+        return server.base_url
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def sse_events(response: httpx.Response) -> list[str]:
+    """The `data:` payloads of a raw SSE response, in order (comments skipped)."""
+    return [line[len("data: "):] for line in response.text.split("\n") if line.startswith("data: ")]
+
+
+def chunks(payloads: list[str]) -> list[dict]:
+    return [json.loads(p) for p in payloads if p != "[DONE]"]
+
+
+def content_of(chunk_list: list[dict]) -> str:
+    return "".join((c["choices"][0]["delta"].get("content") or "") for c in chunk_list if c.get("choices"))

@@ -1,0 +1,1 @@
+"""Test fakes (fake upstream LLM, ...)."""
