@@ -9,6 +9,8 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+from starlette.requests import Request
+
 from app.errors import APIError
 from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
 from app.services import Services
@@ -83,6 +85,26 @@ async def stream_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEven
         for chunk in renderer.finish(include_usage):
             yield _sse(chunk)
     yield {"data": "[DONE]"}
+
+
+async def until_disconnected(request: Request, poll_s: float = 0.25) -> None:
+    while not await request.is_disconnected():
+        await asyncio.sleep(poll_s)
+
+
+async def complete_chat(request: Request, renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent]) -> ChatCompletion:
+    """The non-streaming answer; a client that leaves cancels the pipeline (Starlette would not)."""
+    work = asyncio.ensure_future(collect_chat(renderer, events))
+    watch = asyncio.ensure_future(until_disconnected(request))
+    try:
+        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not work.done():
+            work.cancel()
+    if work.cancelled():
+        raise APIError(499, "client closed the request", code="client_closed")
+    return work.result()
 
 
 async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent]) -> ChatCompletion:

@@ -8,7 +8,7 @@ from sse_starlette import EventSourceResponse
 
 from app.auth import check_api_key
 from app.chat import (
-    collect_chat,
+    complete_chat,
     conversation,
     new_renderer,
     pipeline_events,
@@ -64,7 +64,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
         events = pipeline_events(svc, turns, system)
         renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
     if not body.stream:
-        return await collect_chat(renderer, events)
+        return await complete_chat(request, renderer, events)
     return EventSourceResponse(
         stream_chat(renderer, events, body.include_usage),
         ping=svc.settings.keepalive_s,

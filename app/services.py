@@ -50,7 +50,10 @@ class Services:
                 max_retries=settings.llm_max_retries,
             )
         docs = DocumentClient(
-            url, timeout_s=settings.mcp_timeout_s, display_names={c.name: c.display_name for c in collections}
+            url,
+            timeout_s=settings.mcp_timeout_s,
+            display_names={c.name: c.display_name for c in collections},
+            mode=settings.mcp_protocol,
         )
         return cls(settings, collections, Prompts(settings.prompts_dir), build_graph(), llm, docs, embedded)
 

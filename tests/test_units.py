@@ -1,0 +1,135 @@
+"""Pure functions: tag neutralising, citation repair, routing heuristics, MCP output parsing, settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.settings import Settings
+from graph.citations import CitationFilter, clean_citations
+from graph.collections import load_collections
+from graph.language import detect_language
+from graph.mcp_client import ToolOutput, parse_document_list, to_evidence
+from graph.routing import heuristic_route
+from graph.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
+from app.settings import ROOT
+
+COLLECTIONS = load_collections(ROOT / "graph" / "collections.json")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["<think>", "</think>", "<THINKING>", "</ thinking >", "<reason>", "<reasoning>", "<thought>", "<Thought>",
+     "<|begin_of_thought|>", "<|end_of_thought|>", "◁think▷", "◁/think▷", "<think type='x'>"],
+)
+def test_reasoning_tags_are_neutralised(text: str) -> None:
+    out = neutralize(f"a {text} b")
+    assert text not in out and out.startswith("a ") and out.endswith(" b")
+
+
+@pytest.mark.parametrize("cut", range(1, 12))
+def test_tags_split_across_deltas_are_caught(cut: int) -> None:
+    text = "voor </think> na <thinking> en a < b"
+    f = TagNeutralizer()
+    out = f.feed(text[:cut]) + f.feed(text[cut:]) + f.flush()
+    assert "</think>" not in out and "<thinking>" not in out and "a < b" in out
+
+
+def test_inline_reasoning_block_is_split_off() -> None:
+    s = InlineReasoningSplitter()
+    parts = [s.feed(p) for p in ["  <thi", "nk>plan", " more</thi", "nk>\nAntwoord", " hier"]] + [s.flush()]
+    assert "".join(p[1] for p in parts) == "Antwoord hier"
+    assert "plan more" in "".join(p[0] for p in parts)
+    s = InlineReasoningSplitter()
+    assert s.feed("Gewoon") == ("", "Gewoon")
+
+
+@pytest.mark.parametrize(
+    ("text", "size", "expected", "cited"),
+    [
+        ("A [1]. B [7].", 3, "A [1]. B.", [1]),
+        ("A [1, 2] B [2,9]", 3, "A [1][2] B [2]", [1, 2]),
+        ("A [1-3]", 3, "A [1][2][3]", [1, 2, 3]),
+        ("A [0] [4]", 3, "A", []),
+        ("Lijst [a] blijft", 3, "Lijst [a] blijft", []),
+        ("Zie [3][3]", 3, "Zie [3][3]", [3]),
+    ],
+)
+def test_citation_repair(text: str, size: int, expected: str, cited: list[int]) -> None:
+    out, got = clean_citations(text, size)
+    assert out.strip() == expected and got == cited
+
+
+def test_citation_filter_streams_split_markers() -> None:
+    f = CitationFilter(3)
+    out = "".join(f.feed(p) for p in ["feit [", "1", "] en [", "7] slot [2"]) + f.flush()
+    assert out == "feit [1] en  slot [2" and f.cited == [1]
+
+
+@pytest.mark.parametrize(
+    ("question", "kind", "collections"),
+    [
+        ("Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?", "comparative", ["anvs", "iaea"]),
+        ("Wat is IAEA GSR Part 2?", "factual", ["iaea"]),
+        ("Geef een gedetailleerde uitleg van de Kernenergiewet", "deep_dive", ["wetten_overheid"]),
+        ("Welke documenten gaan over veiligheidscultuur?", "exploratory", None),
+        ("Wanneer vervalt de vergunning van kerncentrale Borssele?", "factual", None),
+        ("Compare the CPPNM with the Dutch Kernenergiewet", "comparative", ["wetten_overheid", "security"]),
+        ("What does INFCIRC/225/Rev.5 say about sabotage?", "factual", ["security"]),
+        ("Explain the IAEA safety principles in detail", "deep_dive", ["iaea"]),
+    ],
+)
+def test_heuristic_routes(question: str, kind: str, collections: list[str] | None) -> None:
+    route = heuristic_route(question, COLLECTIONS)
+    assert route.query_type == kind
+    assert route.collections == (collections or [c.name for c in COLLECTIONS])
+    assert "iaea" not in route.search_query.lower().split()
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [("Wat is de dosislimiet voor werknemers?", "nl"), ("What is the dose limit for workers?", "en"),
+     ("GSR Part 2", "nl")],
+)
+def test_language_detection(text: str, language: str) -> None:
+    assert detect_language(text) == language
+
+
+def test_evidence_ids_are_stable_and_typed() -> None:
+    output = ToolOutput(
+        texts=["[T — S]\nchunk a", "chunk b"],
+        sources=[
+            {"fileName": "T", "fileId": "doc-1", "relevance": 1, "chunk_content": "[T — S]\nchunk a",
+             "metadata": {"url": "https://x", "chunk_index": 3, "year": "2016", "kind": "summary", "section": "S"}},
+            {"fileName": "U", "fileId": "doc-2", "relevance": 0.5, "metadata": {}},
+        ],
+    )
+    first, second = to_evidence("iaea", output)
+    assert first.id == "iaea/doc-1#3" and first.year == 2016 and first.summary and first.url == "https://x"
+    assert second.id.startswith("iaea/doc-2#") and second.text == "chunk b" and not second.summary
+    assert to_evidence("iaea", output)[1].id == second.id  # content hash: stable across calls
+
+
+def test_document_list_parsing() -> None:
+    markdown = (
+        "## ANVS (2 results)\n\n1. **Leidraad A**\n   - Doc ID: anvs-a\n   - Year: 2016\n"
+        "2. **Leidraad B**\n   - Doc ID: anvs-b\n\n## Wetten (1 results)\n\n1. **Kernenergiewet**\n   - Doc ID: kew\n"
+    )
+    refs = parse_document_list(markdown, {"anvs": "anvs", "wetten": "wetten_overheid"})
+    assert [(r.collection, r.doc_id, r.year) for r in refs] == [
+        ("anvs", "anvs-a", 2016), ("anvs", "anvs-b", None), ("wetten_overheid", "kew", None)]
+
+
+def test_settings_contract(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in {"LLM_BASE_URL": "", "API_KEYS": "a, b", "THINK_MODE": "off", "LLM_MODEL": "m"}.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings(_env_file=None)
+    assert settings.offline and settings.embedded_docs and settings.api_keys == ["a", "b"]
+    assert settings.fast_model == "m" and settings.think_mode == "off"
+    monkeypatch.setenv("TASK_PATTERNS", '["^a,b", "c"]')
+    assert Settings(_env_file=None).task_patterns == ["^a,b", "c"]
+
+
+def test_env_example_documents_every_setting() -> None:
+    documented = {line.split("=", 1)[0].strip("# ").strip() for line in (ROOT / ".env.example").read_text().splitlines()
+                  if "=" in line}
+    assert {name.upper() for name in Settings.model_fields} <= documented
