@@ -135,13 +135,14 @@ async def test_disconnect_cancels_upstream_calls(llm_service, fake_llm: FakeLLM)
     base = llm_service(llm_timeout_s=30.0)
     async with httpx.AsyncClient(timeout=30) as client:
         async with client.stream("POST", base + "/v1/chat/completions", json=body()) as response:
-            async for line in response.aiter_lines():
+            lines = response.aiter_lines()  # keep a reference: a collected iterator closes the connection
+            async for line in lines:
                 if "Antwoord opstellen" in line:
                     break
             deadline = time.monotonic() + 5
             while fake_llm.in_flight == 0 and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            assert fake_llm.in_flight == 1
+            assert fake_llm.in_flight == 1, (fake_llm.calls, fake_llm.disconnects, fake_llm.timings)
     assert await fake_llm.wait_idle(3.0)
     assert fake_llm.disconnects >= 1
 
