@@ -57,7 +57,9 @@ async def pipeline_events(services: Services, turns: list[Turn], system: str) ->
     state = initial_state(turns, system)
     try:
         async with asyncio.timeout(services.settings.request_timeout_s):
-            async for event in run_pipeline(services.graph, state, services.context()):
+            async for event in run_pipeline(
+                services.graph, state, services.context(), max_concurrency=services.settings.research_concurrency
+            ):
                 yield event
     except TimeoutError:
         yield ErrorEvent(f"request timed out after {services.settings.request_timeout_s:.0f}s", "timeout")

@@ -65,6 +65,11 @@ class Services:
             prompts=self.prompts,
             top_k=self.settings.search_top_k,
             max_facts=self.settings.max_facts,
+            facts_per_agent=self.settings.facts_per_agent,
+            max_iterations=self.settings.max_iterations,
+            token_budget=self.settings.token_budget,
+            claim_check=self.settings.claim_check,
+            research_seconds=self.settings.request_timeout_s * 0.5,
         )
 
     async def readiness(self) -> dict[str, Any]:

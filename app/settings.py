@@ -61,6 +61,11 @@ class Settings(BaseSettings):
     # Pipeline
     search_top_k: int = 6
     max_facts: int = 8
+    facts_per_agent: int = 4
+    max_iterations: int = 3
+    research_concurrency: int = 4
+    token_budget: int = 60_000
+    claim_check: Literal["auto", "on", "off"] = "auto"
 
     @field_validator("api_keys", "task_patterns", mode="before")
     @classmethod

@@ -1,6 +1,11 @@
 """The whole pipeline on one screen.
 
-    START -> route -> retrieve (one branch per collection, in parallel via Send) -> summarize -> synthesize -> END
+    START -> route -+-> plan -> research (one sub-agent per task, in parallel via Send) -> summarize -> judge
+                    |     ^                                                                            |
+                    |     +------------------------ another round (what is missing) <------------------+
+                    +-> explore -+-> plan                                                              |
+                                 +-> deep_read -> summarize -> judge                                   v
+                                                                                    synthesize -> END
 """
 
 from __future__ import annotations
@@ -8,31 +13,43 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
-from graph.nodes.retrieve import retrieve
-from graph.nodes.route import route
+from graph.nodes.deep_read import deep_read
+from graph.nodes.explore import explore
+from graph.nodes.judge import after_judge, judge
+from graph.nodes.plan import plan
+from graph.nodes.research import build_research_agent
+from graph.nodes.route import after_explore, after_route, route
 from graph.nodes.summarize import summarize
 from graph.nodes.synthesize import synthesize
-from graph.state import Context, SearchTask, State
+from graph.state import Context, State
 
 
 def fan_out(state: State) -> list[Send]:
-    """One retrieval branch per routed collection."""
+    """One research sub-agent per task of the current round."""
     return [
-        Send("retrieve", SearchTask(collection=name, query=state["route"].search_query, language=state["language"]))
-        for name in state["route"].collections
+        Send("research", {"task": task, "question": state["question"], "language": state["language"]})
+        for task in state["tasks"]
     ]
 
 
 def build_graph():
     graph = StateGraph(State, context_schema=Context)
     graph.add_node("route", route)
-    graph.add_node("retrieve", retrieve)
+    graph.add_node("explore", explore)
+    graph.add_node("plan", plan)
+    graph.add_node("research", build_research_agent())
+    graph.add_node("deep_read", deep_read)
     graph.add_node("summarize", summarize)
+    graph.add_node("judge", judge)
     graph.add_node("synthesize", synthesize)
     graph.add_edge(START, "route")
-    graph.add_conditional_edges("route", fan_out, ["retrieve"])
-    graph.add_edge("retrieve", "summarize")
-    graph.add_edge("summarize", "synthesize")
+    graph.add_conditional_edges("route", after_route, ["plan", "explore"])
+    graph.add_conditional_edges("explore", after_explore, ["plan", "deep_read"])
+    graph.add_conditional_edges("plan", fan_out, ["research"])
+    graph.add_edge("research", "summarize")
+    graph.add_edge("deep_read", "summarize")
+    graph.add_edge("summarize", "judge")
+    graph.add_conditional_edges("judge", after_judge, ["plan", "synthesize"])
     graph.add_edge("synthesize", END)
     return graph.compile()
 

@@ -73,7 +73,12 @@ def select_facts(
 
 
 def template_answer(
-    facts: list[Fact], ledger: list[Evidence], language: Language, display: dict[str, str], banner: str
+    facts: list[Fact],
+    ledger: list[Evidence],
+    language: Language,
+    display: dict[str, str],
+    banner: str,
+    documents: list[dict] | None = None,
 ) -> str:
     """A cited answer built from facts: grouped per collection when more than one collection contributes."""
     number = {e.id: n for n, e in enumerate(ledger, 1)}
@@ -83,7 +88,13 @@ def template_answer(
         cites = "".join(f"[{number[i]}]" for i in fact.evidence_ids if i in number)
         if cites:
             groups.setdefault(collection_of[fact.evidence_ids[0]], []).append(f"- {fact.text} {cites}")
-    parts = [banner, "", messages.line("intro", language)]
+    parts = [banner]
+    if documents:
+        parts += ["", messages.line("documents_intro", language)]
+        for doc in documents:
+            year = f" ({doc['year']})" if doc.get("year") else ""
+            parts.append(f"- {display.get(doc['collection'], doc['collection'])}: {doc['title']}{year}")
+    parts += ["", messages.line("intro", language)]
     if len(groups) == 1:
         parts += next(iter(groups.values()))
     else:

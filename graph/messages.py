@@ -12,6 +12,25 @@ _LINES: dict[str, dict[Language, str]] = {
     "found": {"nl": "{coll}: {n} passages gevonden", "en": "{coll}: {n} passages found"},
     "none_found": {"nl": "{coll}: geen passages gevonden", "en": "{coll}: no passages found"},
     "failed": {"nl": "{coll}: niet doorzocht ({error})", "en": "{coll}: not searched ({error})"},
+    "agent_done": {"nl": "{coll}: {n} passages, {m} feiten", "en": "{coll}: {n} passages, {m} facts"},
+    "subquestions": {"nl": "Deelvragen: {items}", "en": "Sub-questions: {items}"},
+    "round": {"nl": "Aanvullend onderzoek (ronde {n}): {items}", "en": "Further research (round {n}): {items}"},
+    "verdict": {"nl": "Beoordeling: {status}", "en": "Assessment: {status}"},
+    "verdict_missing": {"nl": "Beoordeling: {status}; ontbreekt: {missing}", "en": "Assessment: {status}; missing: {missing}"},
+    "stop": {"nl": "Onderzoek gestopt: {reason}", "en": "Research stopped: {reason}"},
+    "documents": {"nl": "{coll}: documenten {titles}", "en": "{coll}: documents {titles}"},
+    "no_documents": {"nl": "Geen documenttitels gevonden; zoeken in de tekst", "en": "No matching document titles; searching the text"},
+    "reading": {"nl": "Document lezen: {title}", "en": "Reading document: {title}"},
+    "rewritten": {"nl": "Vervolgvraag gelezen als: {question}", "en": "Follow-up read as: {question}"},
+    "not_found": {
+        "nl": "Niet (volledig) gevonden in de bronnen: {missing}.",
+        "en": "Not (fully) found in the sources: {missing}.",
+    },
+    "claims_flagged": {"nl": "Claimcontrole: {n} bewering(en) zonder steun in de bronnen", "en": "Claim check: {n} claim(s) without support in the sources"},
+    "unsupported": {
+        "nl": "Let op: deze bewering(en) konden niet in de geciteerde bronnen worden teruggevonden: {claims}",
+        "en": "Note: these claim(s) could not be found in the cited sources: {claims}",
+    },
     "facts": {"nl": "{n} kernfeiten geselecteerd uit {m} passages", "en": "{n} key facts selected from {m} passages"},
     "offline": {
         "nl": "Geen taalmodel geconfigureerd: extractieve modus",
@@ -39,6 +58,7 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "*The language model was unavailable ({error}): this answer is assembled extractively from the "
         "passages found.*",
     },
+    "documents_intro": {"nl": "Relevante documenten:", "en": "Relevant documents:"},
     "intro": {"nl": "Relevante passages bij de vraag:", "en": "Relevant passages for the question:"},
     "nothing": {
         "nl": "Ik heb in de geraadpleegde collecties ({names}) geen passages gevonden die deze vraag beantwoorden.",
@@ -66,3 +86,24 @@ def line(key: str, language: Language, **values: object) -> str:
 
 def kind_label(kind: QueryType, language: Language) -> str:
     return _KINDS[kind][language]
+
+
+_STATUS: dict[str, dict[Language, str]] = {
+    "sufficient": {"nl": "voldoende", "en": "sufficient"},
+    "partial": {"nl": "gedeeltelijk", "en": "partial"},
+    "insufficient": {"nl": "onvoldoende", "en": "insufficient"},
+}
+_REASONS: dict[str, dict[Language, str]] = {
+    "sufficient": {"nl": "voldoende bewijs", "en": "enough evidence"},
+    "max_iterations": {"nl": "maximum aantal rondes bereikt", "en": "maximum number of rounds reached"},
+    "no_new_evidence": {"nl": "geen nieuwe passages gevonden", "en": "no new passages found"},
+    "budget": {"nl": "tijd- of tokenbudget op", "en": "time or token budget spent"},
+}
+
+
+def status_label(status: str, language: Language) -> str:
+    return _STATUS[status][language]
+
+
+def reason_label(reason: str, language: Language) -> str:
+    return _REASONS[reason][language]

@@ -20,6 +20,14 @@ _TYPE_SIGNALS: list[tuple[QueryType, tuple[str, ...]]] = [
 ]
 
 
+_FACTUAL_SIGNALS = ("wat is", "wat zijn", "wat houdt", "wat betekent", "wanneer", "hoeveel", "hoe lang", "wie ", "welk ",
+                    "welke ", "waar ", "mag ", "moet ", "what is", "what are", "what does", "when ", "how many",
+                    "how much", "how long", "who ", "which ", "where ", "is het", "is er", "does ", "do i ")
+_FOLLOW_UP_START = ("en ", "and ", "maar ", "but ", "ook ", "what about", "hoe zit het", "en wat", "and what")
+_FOLLOW_UP_REFERENCE = {"daarover", "daarvan", "hierover", "hiervan", "daarbij", "daarin", "dat", "die", "deze", "dit",
+                        "het", "hun", "zij", "it", "that", "this", "they", "their", "them", "those", "there"}
+
+
 def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
@@ -43,7 +51,34 @@ def query_type(question: str, mentioned: int) -> tuple[QueryType, str]:
                 return kind, phrase.strip()
     if mentioned >= 2 and re.search(r"\b(en|and)\b", text) and re.search(r"\b(hoe|how)\b", text):
         return "comparative", "+".join(sorted(set(words(question)) & {"en", "and"}))
+    for phrase in _FACTUAL_SIGNALS:
+        if text.lstrip().startswith(phrase) or f" {phrase}" in text[:40]:
+            return "factual", phrase.strip()
     return "factual", "-"
+
+
+def is_ambiguous(route: Route) -> bool:
+    """No type signal at all: the heuristics only guessed (the fast model may classify it)."""
+    return route.reason == ""
+
+
+def is_follow_up(question: str, history_has_user_turn: bool) -> bool:
+    if not history_has_user_turn:
+        return False
+    tokens = words(question)
+    lowered = question.lower().strip()
+    return len(tokens) <= 12 and (lowered.startswith(_FOLLOW_UP_START) or bool(set(tokens) & _FOLLOW_UP_REFERENCE))
+
+
+def standalone(question: str, previous: str, collections: list[Collection]) -> str:
+    """Deterministic follow-up rewrite: the new question plus the topic words of the previous one."""
+    topic = [w for w in focus_terms(previous, collections).split() if w.lower() not in _STOP_TOPIC]
+    return f"{question.rstrip('?. ')} ({' '.join(topic)})?" if topic else question
+
+
+_STOP_TOPIC = {"hoe", "wat", "wie", "welke", "waar", "wanneer", "en", "de", "het", "een", "van", "voor", "over", "in",
+               "op", "is", "zijn", "how", "what", "who", "which", "the", "a", "an", "of", "for", "about", "and", "is",
+               "are", "do", "does"}
 
 
 def heuristic_route(question: str, collections: list[Collection]) -> Route:

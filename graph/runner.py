@@ -31,7 +31,9 @@ def initial_state(turns: list[Turn], system_hint: str = "") -> State:
     )
 
 
-async def run_pipeline(graph, state: State, context: Context) -> AsyncIterator[ThoughtEvent]:
+async def run_pipeline(
+    graph, state: State, context: Context, *, max_concurrency: int = 8
+) -> AsyncIterator[ThoughtEvent]:
     """Events of one graph run. The run lives in a task of its own that is cancelled as soon as the consumer
     stops (client disconnect, timeout): LangGraph cancels its node tasks, and with them every upstream and
     MCP call in flight, on a plain task cancellation, but not reliably when the cancellation arrives through
@@ -40,7 +42,11 @@ async def run_pipeline(graph, state: State, context: Context) -> AsyncIterator[T
 
     async def pump() -> None:
         try:
-            async for event in graph.astream(state, context=context, stream_mode="custom"):
+            # subgraphs=True: custom events of the research sub-agents reach the stream too
+            config = {"max_concurrency": max_concurrency, "recursion_limit": 50}
+            async for _namespace, event in graph.astream(
+                state, config, context=context, stream_mode="custom", subgraphs=True
+            ):
                 queue.put_nowait(event)
             queue.put_nowait(_END)
         except Exception as exc:  # handed to the consumer, which decides how to report it

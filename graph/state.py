@@ -50,6 +50,25 @@ class Route(BaseModel):
     sub_questions: list[str] = Field(default_factory=list)
 
 
+class ResearchTask(BaseModel):
+    """One unit of research: a query against one collection, optionally condensed by a sub-agent."""
+
+    id: str
+    collection: str
+    query: str
+    label: str
+    condense: bool = True  # comparative sub-agents condense their own facts; factual evidence is summarised once
+    doc_ids: list[str] = Field(default_factory=list)  # exploratory: focus on these documents
+    depth: int = 1  # corrective rounds look further down the ranking
+
+
+class Verdict(BaseModel):
+    status: Literal["sufficient", "partial", "insufficient"]
+    missing: list[str] = Field(default_factory=list)
+    queries: dict[str, str] = Field(default_factory=dict)  # task id -> refined query
+    judged_by: Literal["coverage", "llm", "rules"] = "rules"
+
+
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -78,25 +97,31 @@ def merge_evidence(left: list[Evidence], right: list[Evidence]) -> list[Evidence
     return left + [e for e in right if e.id not in seen and not seen.add(e.id)]  # type: ignore[func-returns-value]
 
 
+def merge_facts(left: list[Fact], right: list[Fact]) -> list[Fact]:
+    """Reducer: append facts not seen before (same text and evidence)."""
+    seen = {(f.text, tuple(f.evidence_ids)) for f in left}
+    return left + [f for f in right if (f.text, tuple(f.evidence_ids)) not in seen]
+
+
 class State(TypedDict, total=False):
     question: str
     history: list[Turn]
     language: Language
     system_hint: str
     route: Route
+    documents: list[dict]  # exploratory/deep-dive: list_documents hits
+    tasks: list[ResearchTask]  # the current round's research tasks
+    round: int
+    evidence_seen: int  # ledger size before the current round (no-new-evidence stop)
+    verdict: Verdict
+    stop_reason: str
+    deadline: float  # time.monotonic() by which research must stop
     evidence: Annotated[list[Evidence], merge_evidence]
-    facts: Annotated[list[Fact], operator.add]
+    facts: Annotated[list[Fact], merge_facts]
+    covered: Annotated[list[str], operator.add]  # task ids whose research produced facts
     gaps: Annotated[list[str], operator.add]
     answer: str
     usage: Annotated[Usage, operator.add]
-
-
-class SearchTask(TypedDict):
-    """Input of one parallel retrieval branch (sent with LangGraph `Send`)."""
-
-    collection: str
-    query: str
-    language: Language
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +134,12 @@ class Context:
     prompts: "Prompts"
     top_k: int = 6
     max_facts: int = 8
+    facts_per_agent: int = 4
+    max_iterations: int = 3
+    token_budget: int = 60_000
+    claim_check: str = "auto"  # auto | on | off
+    research_seconds: float = 60.0  # time budget for research rounds
+    ledger_limit: int = 12  # evidence entries the answer may cite
 
     def display(self, name: str) -> str:
         return next((c.display_name for c in self.collections if c.name == name), name)

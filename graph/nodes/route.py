@@ -1,25 +1,88 @@
-"""Route: language, query type and target collections (heuristics)."""
+"""Route: follow-up rewrite, query type, target collections. Heuristics first; the fast model only when the
+question is ambiguous (validated JSON); on any failure all configured collections."""
 
 from __future__ import annotations
 
+import json
+import re
+
 from langgraph.runtime import Runtime
+from pydantic import BaseModel, ValidationError
 
 from graph import messages
-from graph.events import Step, emit
-from graph.routing import heuristic_route
-from graph.state import Context, State
+from graph.events import Step, UsageEvent, emit
+from graph.llm import LLMError
+from graph.routing import focus_terms, heuristic_route, is_ambiguous, is_follow_up, standalone
+from graph.state import Context, QueryType, Route, State, Usage
+
+
+class _LLMRoute(BaseModel):
+    query_type: QueryType
+    collections: list[str]
+
+
+def parse_route(text: str, ctx: Context, question: str) -> Route:
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    if not match:
+        raise ValueError("no JSON object")
+    parsed = _LLMRoute.model_validate(json.loads(match.group(0)))
+    known = [c.name for c in ctx.collections]
+    chosen = [name for name in known if name in parsed.collections] or known  # never a single-collection fallback
+    return Route(query_type=parsed.query_type, collections=chosen, reason="model",
+                 search_query=focus_terms(question, ctx.collections))
+
+
+async def rewrite_follow_up(state: State, ctx: Context) -> tuple[str, Usage]:
+    question, history = state["question"], state.get("history", [])
+    previous = next((t.content for t in reversed(history) if t.role == "user"), "")
+    if ctx.llm is not None:
+        convo = "\n".join(f"{t.role}: {t.content[:400]}" for t in history[-4:])
+        prompt = ctx.prompts.render("rewrite", state["language"], history=convo, question=question)
+        try:
+            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=120)
+            emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+            text = result.text.strip().strip('"').splitlines()[0] if result.text.strip() else ""
+            if 3 <= len(text) <= 400:
+                return text, result.usage
+        except LLMError as exc:
+            emit(Step(messages.line("llm_fallback", state["language"], error=type(exc).__name__)))
+    return standalone(question, previous, ctx.collections), Usage()
 
 
 async def route(state: State, runtime: Runtime[Context]) -> dict:
     ctx, language = runtime.context, state["language"]
-    decision = heuristic_route(state["question"], ctx.collections)
+    question, usage = state["question"], Usage()
+    update: dict = {}
+    if is_follow_up(question, any(t.role == "user" for t in state.get("history", []))):
+        question, usage = await rewrite_follow_up(state, ctx)
+        update["question"] = question
+        emit(Step(messages.line("rewritten", language, question=question)))
+    decision = heuristic_route(question, ctx.collections)
+    if is_ambiguous(decision) and ctx.llm is not None:
+        options = "\n".join(f"- {c.name}: {c.focus}" for c in ctx.collections)
+        prompt = ctx.prompts.render("route", language, question=question, collections=options)
+        try:
+            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=150)
+            usage = usage + result.usage
+            emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+            decision = parse_route(result.text, ctx, question)
+        except (LLMError, ValueError, ValidationError) as exc:
+            emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+            decision = decision.model_copy(update={"collections": [c.name for c in ctx.collections]})
     kind = messages.kind_label(decision.query_type, language)
     if decision.reason:
         emit(Step(messages.line("route_signal", language, kind=kind, signal=decision.reason)))
     else:
         emit(Step(messages.line("route", language, kind=kind)))
-    names = ", ".join(ctx.display(c) for c in decision.collections)
-    emit(Step(messages.line("collections", language, names=names)))
+    emit(Step(messages.line("collections", language, names=", ".join(ctx.display(c) for c in decision.collections))))
     if ctx.llm is None:
         emit(Step(messages.line("offline", language)))
-    return {"route": decision}
+    return {**update, "route": decision, "usage": usage}
+
+
+def after_route(state: State) -> str:
+    return "explore" if state["route"].query_type in ("exploratory", "deep_dive") else "plan"
+
+
+def after_explore(state: State) -> str:
+    return "deep_read" if state["route"].query_type == "deep_dive" else "plan"

@@ -1,7 +1,12 @@
-"""Summarize: evidence to key facts that keep their evidence ids (fast model, or extractive)."""
+"""Summarize: new evidence to key facts that keep their evidence ids (fast model, or extractive).
+
+Only evidence that no sub-agent condensed is summarised, and only what the current round added. Deep-dive
+reading is summarised in bounded windows (at most `WINDOWS` calls of `WINDOW` passages, in parallel).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -13,7 +18,9 @@ from graph.citations import order_evidence, render_ledger
 from graph.events import Step, UsageEvent, emit
 from graph.extractive import select_facts
 from graph.llm import LLMError
-from graph.state import Context, Evidence, Fact, State, Usage
+from graph.state import Context, Evidence, Fact, Language, State, Usage
+
+WINDOW, WINDOWS = 6, 3
 
 
 class _LLMFact(BaseModel):
@@ -39,25 +46,42 @@ def parse_facts(text: str, ledger: list[Evidence]) -> list[Fact]:
     return facts
 
 
-async def summarize(state: State, runtime: Runtime[Context]) -> dict:
-    ctx, language, question = runtime.context, state["language"], state["question"]
-    ledger = order_evidence(state.get("evidence", []), state["route"].collections)
-    if not ledger:
-        return {"facts": []}
-    usage = Usage()
-    facts: list[Fact] | None = None
+async def facts_for(
+    ctx: Context, question: str, query: str, ledger: list[Evidence], language: Language, limit: int
+) -> tuple[list[Fact], Usage]:
+    """Facts from one window of evidence: one fast-model call, extractive selection as the fallback."""
     if ctx.llm is not None:
         prompt = ctx.prompts.render(
-            "summarize", language, question=question, evidence=render_ledger(ledger), max_facts=ctx.max_facts
+            "summarize", language, question=question, evidence=render_ledger(ledger), max_facts=limit
         )
         try:
             result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=800)
-            usage = result.usage
-            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls))
-            facts = parse_facts(result.text, ledger)[: ctx.max_facts] or None
+            emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+            facts = parse_facts(result.text, ledger)[:limit]
+            if facts:
+                return facts, result.usage
         except (LLMError, ValueError, ValidationError) as exc:
             emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
-    if facts is None:
-        facts = select_facts(state["route"].search_query or question, ledger, ctx.max_facts, language=language)
-    emit(Step(messages.line("facts", language, n=len(facts), m=len(ledger))))
+            return select_facts(query, ledger, limit, language=language), Usage()
+    return select_facts(query, ledger, limit, language=language), Usage()
+
+
+async def summarize(state: State, runtime: Runtime[Context]) -> dict:
+    ctx, language, route = runtime.context, state["language"], state["route"]
+    tasks = state.get("tasks", [])
+    if tasks and all(t.condense for t in tasks):
+        return {}
+    new = order_evidence(state.get("evidence", [])[state.get("evidence_seen", 0):], route.collections)
+    if not new:
+        return {}
+    query = route.search_query or state["question"]
+    if route.query_type == "deep_dive":
+        windows = [new[i : i + WINDOW] for i in range(0, min(len(new), WINDOW * WINDOWS), WINDOW)]
+        limit = max(3, ctx.max_facts // len(windows))
+    else:
+        windows, limit = [new], ctx.max_facts
+    results = await asyncio.gather(*(facts_for(ctx, state["question"], query, w, language, limit) for w in windows))
+    facts = [f for window_facts, _ in results for f in window_facts]
+    usage = sum((u for _, u in results), Usage())
+    emit(Step(messages.line("facts", language, n=len(facts), m=len(new))))
     return {"facts": facts, "usage": usage}

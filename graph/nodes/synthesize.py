@@ -8,6 +8,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph import messages
+from graph.claims import high_stakes, unsupported_claims
 from graph.citations import CitationFilter, order_evidence, render_ledger, render_sources
 from graph.events import AnswerDelta, SourceFound, Step, UsageEvent, emit
 from graph.extractive import template_answer
@@ -15,7 +16,7 @@ from graph.llm import LLMError
 from graph.state import Context, Evidence, Fact, State, Usage
 
 
-def build_ledger(facts: list[Fact], evidence: list[Evidence], collections: list[str], limit: int = 10) -> list[Evidence]:
+def build_ledger(facts: list[Fact], evidence: list[Evidence], collections: list[str], limit: int = 12) -> list[Evidence]:
     """The evidence the facts rest on, in stable order; the top evidence when there are no facts."""
     cited = {i for f in facts for i in f.evidence_ids}
     ordered = order_evidence(evidence, collections)
@@ -27,6 +28,17 @@ def _facts_block(facts: list[Fact], ledger: list[Evidence]) -> str:
     return "\n".join(
         f"- {f.text} " + "".join(f"[{number[i]}]" for i in f.evidence_ids if i in number) for f in facts
     )
+
+
+def _documents_block(documents: list[dict], ctx: Context) -> str:
+    if not documents:
+        return ""
+    lines = [f"- {ctx.display(d['collection'])}: {d['title']}" + (f" ({d['year']})" if d.get("year") else "") for d in documents]
+    return "Documents:\n" + "\n".join(lines)
+
+
+def _check_claims(ctx: Context, question: str, collections: list[str]) -> bool:
+    return ctx.claim_check == "on" or (ctx.claim_check == "auto" and high_stakes(question, collections))
 
 
 class _Answer:
@@ -53,7 +65,10 @@ class _Answer:
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, language, question = runtime.context, state["language"], state["question"]
     route, facts, gaps = state["route"], state.get("facts", []), state.get("gaps", [])
-    ledger = build_ledger(facts, state.get("evidence", []), route.collections)
+    ledger = build_ledger(facts, state.get("evidence", []), route.collections, limit=ctx.ledger_limit)
+    verdict = state.get("verdict")
+    if verdict and verdict.missing and state.get("stop_reason") != "sufficient":
+        gaps = gaps + [messages.line("not_found", language, missing=", ".join(verdict.missing))]
     display = {c.name: c.display_name for c in ctx.collections}
     answer = _Answer(len(ledger))
     usage = Usage()
@@ -70,7 +85,8 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     emit(Step(messages.line("writing", language, n=len(ledger))))
     banner = messages.line("offline_banner", language)
     if ctx.llm is not None:
-        system = ctx.prompts.render("synthesize_system", language)
+        style = ctx.prompts.render(f"style_{route.query_type}", language)
+        system = ctx.prompts.render("synthesize_system", language, style=style)
         user = ctx.prompts.render(
             "synthesize",
             language,
@@ -78,6 +94,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
             facts=_facts_block(facts, ledger),
             evidence=render_ledger(ledger),
             gaps="\n".join(gaps),
+            documents=_documents_block(state.get("documents", []), ctx),
         )
         try:
             async for piece in ctx.llm.stream([{"role": "system", "content": system}, {"role": "user", "content": user}]):
@@ -96,8 +113,14 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
                 emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
                 banner = messages.line("fallback_banner", language, error="upstream")
     if banner:
-        answer.write(template_answer(facts, ledger, language, display, banner))
+        answer.write(template_answer(facts, ledger, language, display, banner, state.get("documents")))
     answer.close()
+    if not banner and _check_claims(ctx, question, route.collections):
+        claims = unsupported_claims(answer.text, ledger)
+        if claims:
+            emit(Step(messages.line("claims_flagged", language, n=len(claims))))
+            quoted = "; ".join(f"“{c.strip()}”" for c in claims)
+            answer.write("\n\n" + messages.line("unsupported", language, claims=quoted), check=False)
     for gap in gaps:
         answer.write(f"\n\n{gap}", check=False)
     sources = render_sources(ledger, answer.filter.cited, language, display)

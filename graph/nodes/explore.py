@@ -1,0 +1,29 @@
+"""Explore: `list_documents` for exploratory and deep-dive questions (titles per collection)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from langgraph.runtime import Runtime
+
+from graph import messages
+from graph.events import Step, emit
+from graph.mcp_client import DocumentError
+from graph.state import Context, State
+
+
+async def explore(state: State, runtime: Runtime[Context]) -> dict:
+    ctx, language, route = runtime.context, state["language"], state["route"]
+    try:
+        refs = await ctx.docs.list_documents(route.search_query)
+    except DocumentError as exc:
+        emit(Step(messages.line("failed", language, coll="list_documents", error=exc)))
+        return {"documents": []}
+    refs = [r for r in refs if r.collection in route.collections]
+    if not refs:
+        emit(Step(messages.line("no_documents", language)))
+    for name in route.collections:
+        titles = [r.title for r in refs if r.collection == name]
+        if titles:
+            emit(Step(messages.line("documents", language, coll=ctx.display(name), titles="; ".join(titles[:3]))))
+    return {"documents": [asdict(r) for r in refs]}

@@ -1,0 +1,107 @@
+"""Plan: the research tasks of a round. Round 1 comes from the route (comparative questions are decomposed
+in one LLM call, or by per-collection templates); later rounds refine what the judge found missing."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field, ValidationError
+
+from graph import messages
+from graph.events import Step, UsageEvent, emit
+from graph.llm import LLMError
+from graph.loop import refine
+from graph.state import Context, ResearchTask, Route, State, Usage
+
+
+class _SubQuestion(BaseModel):
+    collection: str
+    query: str = Field(min_length=3)
+
+
+class _Decomposition(BaseModel):
+    sub_questions: list[_SubQuestion] = Field(min_length=1, max_length=5)
+
+
+def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | None = None) -> list[ResearchTask]:
+    """Deterministic per-collection tasks (offline mode and fallback)."""
+    condense = route.query_type == "comparative"
+    return [
+        ResearchTask(
+            id=name,
+            collection=name,
+            query=route.search_query,
+            label=ctx.display(name),
+            condense=condense,
+            doc_ids=(doc_ids or {}).get(name, []),
+        )
+        for name in route.collections
+    ]
+
+
+def parse_decomposition(text: str, route: Route, ctx: Context) -> list[ResearchTask]:
+    """Validate the model's JSON: known collections only, 2 to 5 sub-questions, at least one per collection."""
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    if not match:
+        raise ValueError("no JSON object")
+    plan = _Decomposition.model_validate(json.loads(match.group(0)))
+    tasks: list[ResearchTask] = []
+    for item in plan.sub_questions:
+        if item.collection not in route.collections:
+            continue
+        n = sum(t.collection == item.collection for t in tasks)
+        tasks.append(
+            ResearchTask(
+                id=item.collection if n == 0 else f"{item.collection}-{n + 1}",
+                collection=item.collection,
+                query=item.query.strip(),
+                label=ctx.display(item.collection) + ("" if n == 0 else f" ({n + 1})"),
+            )
+        )
+    if len(tasks) < 2 or {t.collection for t in tasks} != set(route.collections):
+        raise ValueError("decomposition does not cover the routed collections")
+    return tasks
+
+
+async def decompose(state: State, ctx: Context) -> tuple[list[ResearchTask], Usage]:
+    route, language = state["route"], state["language"]
+    if ctx.llm is None or len(route.collections) < 2:
+        return template_tasks(route, ctx), Usage()
+    sources = "\n".join(f"- {c.name}: {c.display_name} — {c.focus}" for c in ctx.collections if c.name in route.collections)
+    prompt = ctx.prompts.render("decompose", language, question=state["question"], sources=sources)
+    try:
+        result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=500)
+    except LLMError as exc:
+        emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+        return template_tasks(route, ctx), Usage()
+    emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+    try:
+        return parse_decomposition(result.text, route, ctx), result.usage
+    except (ValueError, ValidationError):
+        return template_tasks(route, ctx), result.usage
+
+
+async def plan(state: State, runtime: Runtime[Context]) -> dict:
+    ctx, language, route = runtime.context, state["language"], state["route"]
+    round_no = state.get("round", 0) + 1
+    usage = Usage()
+    if round_no == 1:
+        if route.query_type == "comparative":
+            tasks, usage = await decompose(state, ctx)
+            items = "; ".join(f"{t.label}: {t.query}" for t in tasks)
+            emit(Step(messages.line("subquestions", language, items=items)))
+        else:
+            docs: dict[str, list[str]] = {}
+            for ref in state.get("documents", []):
+                docs.setdefault(ref["collection"], []).append(ref["doc_id"])
+            tasks = template_tasks(route, ctx, docs)
+    else:
+        tasks = refine(state.get("tasks", []), state["verdict"], state.get("round", 1))
+        emit(Step(messages.line("round", language, n=round_no, items=", ".join(t.label for t in tasks))))
+    update = {"tasks": tasks, "round": round_no, "evidence_seen": len(state.get("evidence", [])), "usage": usage}
+    if round_no == 1:
+        update["deadline"] = time.monotonic() + ctx.research_seconds
+    return update

@@ -1,0 +1,102 @@
+"""Research sub-agent: a subgraph that searches one collection and condenses what it found.
+
+Its input and output schemas are the context firewall: the parent sends a `ResearchTask` and gets back only
+evidence, facts with evidence ids, coverage and gaps, never the sub-agent's prompts or scratch state.
+A failing search becomes a recorded gap; the other sub-agents go on.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import ValidationError
+
+from graph import messages
+from graph.citations import render_ledger
+from graph.events import Step, SubAgentStatus, UsageEvent, emit
+from graph.extractive import select_facts
+from graph.llm import LLMError
+from graph.mcp_client import DocumentError
+from graph.nodes.summarize import parse_facts
+from graph.state import Context, Evidence, Fact, Language, ResearchTask, Usage
+
+
+class ResearchInput(TypedDict):
+    task: ResearchTask
+    question: str
+    language: Language
+
+
+class ResearchOutput(TypedDict, total=False):
+    evidence: list[Evidence]
+    facts: list[Fact]
+    covered: list[str]
+    gaps: list[str]
+    usage: Usage
+
+
+class ResearchState(ResearchInput, ResearchOutput, total=False):
+    pass
+
+
+def focus(hits: list[Evidence], doc_ids: list[str], limit: int) -> list[Evidence]:
+    """Hits from the focus documents first (stable), then the rest, cut at `limit`."""
+    if doc_ids:
+        hits = [h for h in hits if h.doc_id in doc_ids] + [h for h in hits if h.doc_id not in doc_ids]
+    return hits[:limit]
+
+
+async def search(state: ResearchState, runtime: Runtime[Context]) -> dict:
+    ctx, task, language = runtime.context, state["task"], state["language"]
+    name = ctx.display(task.collection)
+    emit(SubAgentStatus(task.label, "started"))
+    emit(Step(messages.line("searching", language, coll=task.label)))
+    try:
+        hits = await ctx.docs.search(task.collection, task.query)
+    except DocumentError as exc:
+        emit(SubAgentStatus(task.label, "failed", str(exc)))
+        emit(Step(messages.line("failed", language, coll=task.label, error=exc)))
+        return {"evidence": [], "gaps": [messages.line("gap", language, coll=name, error=exc)]}
+    return {"evidence": focus(hits, task.doc_ids, ctx.top_k + (task.depth - 1) * 3)}
+
+
+async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
+    ctx, task, language = runtime.context, state["task"], state["language"]
+    evidence = state.get("evidence") or []
+    if state.get("gaps"):
+        return {}
+    if not task.condense or not evidence:
+        key = "found" if evidence else "none_found"
+        emit(Step(messages.line(key, language, coll=task.label, n=len(evidence))))
+        emit(SubAgentStatus(task.label, "done", str(len(evidence))))
+        return {}
+    usage, facts = Usage(), None
+    if ctx.llm is not None:
+        prompt = ctx.prompts.render(
+            "condense", language, question=state["question"], focus=task.query, source=ctx.display(task.collection),
+            evidence=render_ledger(evidence, max_chars=900), max_facts=ctx.facts_per_agent,
+        )
+        try:
+            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=600)
+            usage = result.usage
+            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls))
+            facts = parse_facts(result.text, evidence)[: ctx.facts_per_agent]
+        except (LLMError, ValueError, ValidationError) as exc:
+            emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+    if facts is None:
+        facts = select_facts(task.query or state["question"], evidence, ctx.facts_per_agent, language=language)
+    emit(Step(messages.line("agent_done", language, coll=task.label, n=len(evidence), m=len(facts))))
+    emit(SubAgentStatus(task.label, "done", f"{len(evidence)}/{len(facts)}"))
+    return {"facts": facts, "covered": [task.id] if facts else [], "usage": usage}
+
+
+def build_research_agent():
+    graph = StateGraph(ResearchState, context_schema=Context, input_schema=ResearchInput, output_schema=ResearchOutput)
+    graph.add_node("search", search)
+    graph.add_node("condense", condense)
+    graph.add_edge(START, "search")
+    graph.add_edge("search", "condense")
+    graph.add_edge("condense", END)
+    return graph.compile()
