@@ -11,7 +11,7 @@ from graph.language import detect_language
 from graph.state import Evidence, Fact, Language
 
 _HEADER = re.compile(r"^\s*\[[^\]\n]{1,200}\]\s*\n")
-_ABBREVIATIONS = ("Rev.", "rev.", "nr.", "Nr.", "art.", "Art.", "No.", "no.", "bijv.", "o.a.", "e.g.", "i.e.", "Vol.", "jo.")
+_ABBREVIATIONS = ("Rev.", "rev.", "nr.", "Nr.", "art.", "Art.", "No.", "no.", "bijv.", "o.a.", "e.g.", "i.e.", "Vol.", "jo.", "Stb.", "Stcrt.", "Trb.", "lid.")
 _SENTENCE = re.compile(
     "".join(f"(?<!{re.escape(a)})" for a in _ABBREVIATIONS) + r"(?<=[.!?])\s+(?=[A-Z0-9ÀÉÈËÏÖÜ(\"'])"
 )

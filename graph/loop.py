@@ -35,6 +35,7 @@ def stop_reason(
     tokens_used: int,
     token_budget: int,
     seconds_left: float,
+    refinable: int = 1,
 ) -> str | None:
     """Why the research loop stops now, or None to run another round."""
     if verdict.status == "sufficient":
@@ -43,14 +44,20 @@ def stop_reason(
         return "max_iterations"
     if round_no > 1 and new_evidence == 0:
         return "no_new_evidence"
+    if not refinable:
+        return "nothing_left"
     if tokens_used >= token_budget or seconds_left <= 0:
         return "budget"
     return None
 
 
-def refine(tasks: list[ResearchTask], verdict: Verdict, round_no: int) -> list[ResearchTask]:
-    """The next round researches only what is missing, with refined queries and a deeper look."""
+def refine(
+    tasks: list[ResearchTask], verdict: Verdict, round_no: int, failed: set[str] | frozenset[str] = frozenset()
+) -> list[ResearchTask]:
+    """The next round researches only what is missing, with refined queries and a deeper look; collections
+    whose search failed outright are not retried (they are reported as gaps)."""
     missing = set(verdict.missing)
+    tasks = [t for t in tasks if t.collection not in failed]
     return [
         task.model_copy(
             update={

@@ -98,6 +98,7 @@ _REASONS: dict[str, dict[Language, str]] = {
     "max_iterations": {"nl": "maximum aantal rondes bereikt", "en": "maximum number of rounds reached"},
     "no_new_evidence": {"nl": "geen nieuwe passages gevonden", "en": "no new passages found"},
     "budget": {"nl": "tijd- of tokenbudget op", "en": "time or token budget spent"},
+    "nothing_left": {"nl": "niets meer om aanvullend te onderzoeken", "en": "nothing left to research further"},
 }
 
 

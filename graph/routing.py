@@ -24,8 +24,8 @@ _FACTUAL_SIGNALS = ("wat is", "wat zijn", "wat houdt", "wat betekent", "wanneer"
                     "welke ", "waar ", "mag ", "moet ", "what is", "what are", "what does", "when ", "how many",
                     "how much", "how long", "who ", "which ", "where ", "is het", "is er", "does ", "do i ")
 _FOLLOW_UP_START = ("en ", "and ", "maar ", "but ", "ook ", "what about", "hoe zit het", "en wat", "and what")
-_FOLLOW_UP_REFERENCE = {"daarover", "daarvan", "hierover", "hiervan", "daarbij", "daarin", "dat", "die", "deze", "dit",
-                        "het", "hun", "zij", "it", "that", "this", "they", "their", "them", "those", "there"}
+_FOLLOW_UP_REFERENCE = {"daarover", "daarvan", "hierover", "hiervan", "daarbij", "daarin", "daarop", "hiermee", "daarmee",
+                        "it", "that", "this", "they", "their", "them", "those"}
 
 
 def words(text: str) -> list[str]:
@@ -35,6 +35,7 @@ def words(text: str) -> list[str]:
 def mentioned_collections(question: str, collections: list[Collection]) -> list[str]:
     """Collections named or pointed at by a keyword, in configuration order."""
     tokens = set(words(question))
+    tokens |= {part for token in tokens if "-" in token for part in token.split("-")}
     hits = []
     for c in collections:
         signals = {c.name.lower(), c.display_name.lower(), *c.keywords}
@@ -45,6 +46,8 @@ def mentioned_collections(question: str, collections: list[Collection]) -> list[
 
 def query_type(question: str, mentioned: int) -> tuple[QueryType, str]:
     text = f" {question.lower()} "
+    if re.search(r"\bleg\b.{1,80}\buit\b", text):
+        return "deep_dive", "leg … uit"
     for kind, phrases in _TYPE_SIGNALS:
         for phrase in phrases:
             if phrase in text:
@@ -93,9 +96,17 @@ def heuristic_route(question: str, collections: list[Collection]) -> Route:
     )
 
 
+_GENERIC = {"documenten", "document", "publicaties", "bronnen", "gaan", "gaat", "geef", "graag", "uitleg", "over",
+            "documents", "publications", "sources", "give", "about", "tell", "me", "please", "zeggen", "zegt", "say",
+            "says", "staat", "stand"}
+
+
 def focus_terms(question: str, collections: list[Collection]) -> str:
-    """The question without collection names and question-type signal words: what to search for."""
-    drop = {c.name.lower() for c in collections} | {c.display_name.lower() for c in collections}
-    drop |= {p.strip() for _, phrases in _TYPE_SIGNALS for p in phrases if " " not in p.strip()}
-    kept = [w for w in _WORD.findall(question) if w.lower() not in drop]
+    """The question without collection names, question-type signals and generic words: what to search for."""
+    text = f" {question.lower()} "
+    for _, phrases in _TYPE_SIGNALS:
+        for phrase in phrases:
+            text = re.sub(rf"(?<!\w){re.escape(phrase.strip())}\w*", " ", text)
+    drop = {c.name.lower() for c in collections} | {c.display_name.lower() for c in collections} | _GENERIC
+    kept = [w for w in _WORD.findall(text) if w.lower() not in drop]
     return " ".join(kept) or question

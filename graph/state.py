@@ -119,6 +119,7 @@ class State(TypedDict, total=False):
     evidence: Annotated[list[Evidence], merge_evidence]
     facts: Annotated[list[Fact], merge_facts]
     covered: Annotated[list[str], operator.add]  # task ids whose research produced facts
+    failed: Annotated[list[str], operator.add]  # collections whose document search failed (not retried)
     gaps: Annotated[list[str], operator.add]
     answer: str
     usage: Annotated[Usage, operator.add]

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from graph import messages
 from graph.events import Step, UsageEvent, emit
 from graph.llm import LLMError
-from graph.loop import coverage_verdict, rules_verdict, stop_reason
+from graph.loop import coverage_verdict, refine, rules_verdict, stop_reason
 from graph.state import Context, State, Usage, Verdict
 
 
@@ -70,6 +70,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
         tokens_used=used.total_tokens,
         token_budget=ctx.token_budget,
         seconds_left=state.get("deadline", float("inf")) - time.monotonic(),
+        refinable=len(refine(tasks, verdict, state.get("round", 1), set(state.get("failed", [])))),
     )
     if reason and reason != "sufficient":
         emit(Step(messages.line("stop", language, reason=messages.reason_label(reason, language))))

@@ -99,7 +99,7 @@ async def plan(state: State, runtime: Runtime[Context]) -> dict:
                 docs.setdefault(ref["collection"], []).append(ref["doc_id"])
             tasks = template_tasks(route, ctx, docs)
     else:
-        tasks = refine(state.get("tasks", []), state["verdict"], state.get("round", 1))
+        tasks = refine(state.get("tasks", []), state["verdict"], state.get("round", 1), set(state.get("failed", [])))
         emit(Step(messages.line("round", language, n=round_no, items=", ".join(t.label for t in tasks))))
     update = {"tasks": tasks, "round": round_no, "evidence_seen": len(state.get("evidence", [])), "usage": usage}
     if round_no == 1:

@@ -33,6 +33,7 @@ class ResearchOutput(TypedDict, total=False):
     evidence: list[Evidence]
     facts: list[Fact]
     covered: list[str]
+    failed: list[str]
     gaps: list[str]
     usage: Usage
 
@@ -58,7 +59,7 @@ async def search(state: ResearchState, runtime: Runtime[Context]) -> dict:
     except DocumentError as exc:
         emit(SubAgentStatus(task.label, "failed", str(exc)))
         emit(Step(messages.line("failed", language, coll=task.label, error=exc)))
-        return {"evidence": [], "gaps": [messages.line("gap", language, coll=name, error=exc)]}
+        return {"evidence": [], "failed": [task.collection], "gaps": [messages.line("gap", language, coll=name, error=exc)]}
     return {"evidence": focus(hits, task.doc_ids, ctx.top_k + (task.depth - 1) * 3)}
 
 

@@ -30,6 +30,19 @@ def _facts_block(facts: list[Fact], ledger: list[Evidence]) -> str:
     )
 
 
+def _documents(state: State, ledger: list[Evidence]) -> list[dict]:
+    """Exploratory answers name documents: the title matches plus the documents the evidence came from."""
+    if state["route"].query_type != "exploratory":
+        return []
+    documents = list(state.get("documents", []))
+    known = {d["doc_id"] for d in documents}
+    for e in ledger:
+        if e.doc_id not in known:
+            known.add(e.doc_id)
+            documents.append({"collection": e.collection, "doc_id": e.doc_id, "title": e.title, "year": e.year})
+    return documents
+
+
 def _documents_block(documents: list[dict], ctx: Context) -> str:
     if not documents:
         return ""
@@ -94,7 +107,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
             facts=_facts_block(facts, ledger),
             evidence=render_ledger(ledger),
             gaps="\n".join(gaps),
-            documents=_documents_block(state.get("documents", []), ctx),
+            documents=_documents_block(_documents(state, ledger), ctx),
         )
         try:
             async for piece in ctx.llm.stream([{"role": "system", "content": system}, {"role": "user", "content": user}]):
@@ -113,7 +126,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
                 emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
                 banner = messages.line("fallback_banner", language, error="upstream")
     if banner:
-        answer.write(template_answer(facts, ledger, language, display, banner, state.get("documents")))
+        answer.write(template_answer(facts, ledger, language, display, banner, _documents(state, ledger)))
     answer.close()
     if not banner and _check_claims(ctx, question, route.collections):
         claims = unsupported_claims(answer.text, ledger)
