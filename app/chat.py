@@ -25,15 +25,14 @@ log = logging.getLogger(__name__)
 _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.S | re.I)
 
 
-def conversation(request: ChatCompletionRequest) -> tuple[list[Turn], str]:
-    """User/assistant turns up to the last user message, plus system text; 400 when there is no question."""
+def conversation(request: ChatCompletionRequest) -> list[Turn]:
+    """User/assistant turns up to the last user message; 400 when there is no question.
+
+    System and developer messages are not passed to the pipeline: its own prompts define its behaviour."""
     turns: list[Turn] = []
-    system: list[str] = []
     for message in request.messages:
         text = message.text()
-        if message.role in ("system", "developer"):
-            system.append(text)
-        elif message.role in ("user", "assistant"):
+        if message.role in ("user", "assistant"):
             if message.role == "assistant":
                 text = _THINK_BLOCK.sub("", text)
             turns.append(Turn(role=message.role, content=text))
@@ -41,7 +40,7 @@ def conversation(request: ChatCompletionRequest) -> tuple[list[Turn], str]:
         turns.pop()
     if not turns or not turns[-1].content.strip():
         raise APIError(400, "messages must contain a user message with text content", param="messages")
-    return turns, "\n".join(system)
+    return turns
 
 
 def validate(request: ChatCompletionRequest, services: Services) -> None:
@@ -52,9 +51,9 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
         raise APIError(400, "only n=1 is supported", param="n")
 
 
-async def pipeline_events(services: Services, turns: list[Turn], system: str) -> AsyncIterator[ThoughtEvent]:
+async def pipeline_events(services: Services, turns: list[Turn]) -> AsyncIterator[ThoughtEvent]:
     """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent."""
-    state = initial_state(turns, system)
+    state = initial_state(turns)
     try:
         async with asyncio.timeout(services.settings.request_timeout_s):
             async for event in run_pipeline(

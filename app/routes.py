@@ -55,13 +55,13 @@ async def list_models(request: Request) -> ModelList:
 )
 async def chat_completions(body: ChatCompletionRequest, request: Request, svc: Services = Depends(services)):
     validate(body, svc)
-    turns, system = conversation(body)
+    turns = conversation(body)
     task = detect_task(body.model, request.headers.get("x-openwebui-task"), turns[-1].content, svc.settings)
     if task is not None:
         events = task_events(svc, task, body)
         renderer = new_renderer(body, svc, think=False, openwebui=False)
     else:
-        events = pipeline_events(svc, turns, system)
+        events = pipeline_events(svc, turns)
         renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
     if not body.stream:
         return await complete_chat(request, renderer, events)

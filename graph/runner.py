@@ -16,14 +16,13 @@ from graph.state import Context, State, Turn, Usage
 _END = object()
 
 
-def initial_state(turns: list[Turn], system_hint: str = "") -> State:
+def initial_state(turns: list[Turn]) -> State:
     """Pipeline state for a conversation whose last turn is the user's question."""
     question = turns[-1].content.strip()
     return State(
         question=question,
         history=turns[:-1],
         language=detect_language(question),
-        system_hint=system_hint,
         evidence=[],
         facts=[],
         gaps=[],

@@ -47,7 +47,6 @@ class Route(BaseModel):
     collections: list[str]
     reason: str
     search_query: str = ""  # the question without routing words (collection names, type signals)
-    sub_questions: list[str] = Field(default_factory=list)
 
 
 class ResearchTask(BaseModel):
@@ -107,7 +106,6 @@ class State(TypedDict, total=False):
     question: str
     history: list[Turn]
     language: Language
-    system_hint: str
     route: Route
     documents: list[dict]  # exploratory/deep-dive: list_documents hits
     tasks: list[ResearchTask]  # the current round's research tasks
