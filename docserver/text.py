@@ -6,7 +6,8 @@ The corpus mixes Dutch and English, and a query may be in either language,
 so every token is stemmed with BOTH the Dutch and the English Snowball
 stemmer; a token is represented by the set of its stems and two tokens match
 when their stem sets overlap.  Tokens containing digits ("2", "15a", "2033")
-are kept verbatim.
+are kept verbatim, and dotted numbers stay one token ("artikel 3.1" must not
+match every passage that contains a 3 and a 1).
 """
 
 import re
@@ -37,7 +38,8 @@ STOPWORDS: frozenset[str] = frozenset(
     """.split()
 )
 
-_WORD = re.compile(r"[^\W_]+")
+# A dotted number with an optional letter suffix ("3.1", "9.1.3", "4.2a"), or a run of letters/digits.
+_WORD = re.compile(r"\d+(?:\.\d+)+[^\W_]*|[^\W_]+")
 _DUTCH = snowballstemmer.stemmer("dutch")
 _ENGLISH = snowballstemmer.stemmer("english")
 

@@ -29,24 +29,37 @@ def _stems(text: str) -> set[str]:
     return {s for group in analyze(text) for s in group if len(s) > 3}
 
 
-def unsupported_claims(answer: str, ledger: list[Evidence], threshold: float = 0.5) -> list[str]:
-    """Sentences with a claim whose cited evidence does not back them up (uncited claims with numbers too)."""
-    flagged = []
+def claim_sentences(answer: str) -> list[str]:
+    """The sentences of an answer body that are long enough to carry a claim."""
+    out = []
     for paragraph in answer.split("\n"):
         paragraph = paragraph.strip().lstrip("-*• ").strip()
-        for sentence in _SENTENCE.split(paragraph):
-            words = _stems(_CITE.sub("", sentence))
-            if len(words) < 3:
-                continue
-            cited = [int(n) for n in _CITE.findall(sentence) if 1 <= int(n) <= len(ledger)]
-            numbers = set(_NUMBER.findall(_CITE.sub("", sentence)))
-            if not cited:
-                if numbers:
-                    flagged.append(sentence)
-                continue
-            source = " ".join(ledger[n - 1].text for n in cited)
-            support = _stems(source)
-            overlap = len(words & support) / len(words)
-            if overlap < threshold or any(number not in source for number in numbers):
+        out += [s for s in _SENTENCE.split(paragraph) if len(_stems(_CITE.sub("", s))) >= 3]
+    return out
+
+
+def cited_numbers(sentence: str, size: int) -> list[int]:
+    return [int(n) for n in _CITE.findall(sentence) if 1 <= int(n) <= size]
+
+
+def supported(sentence: str, source: str, threshold: float = 0.5) -> bool:
+    """Most content words of the sentence, and every number in it, occur in the source text."""
+    claim = _CITE.sub("", sentence)
+    words = _stems(claim)
+    if not words:
+        return True
+    overlap = len(words & _stems(source)) / len(words)
+    return overlap >= threshold and all(number in source for number in _NUMBER.findall(claim))
+
+
+def unsupported_claims(answer: str, ledger: list[Evidence]) -> list[str]:
+    """Sentences with a claim whose cited evidence does not back them up (uncited claims with numbers too)."""
+    flagged = []
+    for sentence in claim_sentences(answer):
+        cited = cited_numbers(sentence, len(ledger))
+        if not cited:
+            if _NUMBER.search(_CITE.sub("", sentence)):
                 flagged.append(sentence)
+        elif not supported(sentence, " ".join(ledger[n - 1].text for n in cited)):
+            flagged.append(sentence)
     return flagged

@@ -30,24 +30,50 @@ def _stems(text: str) -> set[str]:
     return set().union(*analyze(text)) if text.strip() else set()
 
 
+# Question words carry no topic: they must not make an off-topic passage look relevant.
+_QUESTION_WORDS = set(
+    "hoeveel hoe wat wanneer welke welk wie waar waarom waardoor waarmee kan kunnen mag moet is zijn heeft hebben "
+    "how many much what when which who where why can could may must does do is are has have".split()
+)
+
+
+def query_terms(question: str) -> list[frozenset[str]]:
+    """One stem set per distinct topic word of the question (a word matches when any of its stems does)."""
+    words = " ".join(w for w in re.findall(r"[\w/.-]+", question) if w.lower() not in _QUESTION_WORDS)
+    return list(dict.fromkeys(analyze(words))) if words.strip() else []
+
+
 def select_facts(
-    question: str, ledger: list[Evidence], max_facts: int, *, language: Language = "nl", per_source: int = 2
+    question: str,
+    ledger: list[Evidence],
+    max_facts: int,
+    *,
+    language: Language = "nl",
+    per_source: int = 2,
+    min_share: float = 0.5,
+    min_words: int = 2,
 ) -> list[Fact]:
     """Sentences ranked by the IDF-weighted query stems they share (rare words count most), in the
     question's language first; at most `per_source` per passage, collections taking turns so every
-    consulted source is represented; ties keep ledger order."""
-    query = _stems(question)
+    consulted source is represented; ties keep ledger order.
+
+    A sentence must cover at least `min_share` of the query's weight and two of its words; a query word that
+    occurs in no passage at all weighs most, so a question about something the documents do not cover selects nothing
+    and is declined instead of being answered with near misses."""
+    query = query_terms(question)
     candidates = [
         (i, j, sentence, evidence, _stems(sentence))
         for i, evidence in enumerate(ledger)
         for j, sentence in enumerate(sentences(evidence.text))
     ]
     total = len(candidates) or 1
-    weight = {s: math.log(1 + total / (1 + sum(s in c[4] for c in candidates))) for s in query}
+    weight = {t: math.log(1 + total / (1 + sum(bool(t & c[4]) for c in candidates))) for t in query}
+    full = sum(weight.values()) or 1.0
     ranked: dict[str, list[tuple[float, int, int, str, str]]] = {}
     for i, j, sentence, evidence, stems in candidates:
-        score = sum(weight[s] for s in query & stems)
-        if not score:
+        matched = [t for t in query if t & stems]
+        score = sum(weight[t] for t in matched)
+        if not matched or score < min_share * full or len(matched) < min(min_words, len(query)):
             continue
         if detect_language(sentence, default=language) != language:
             score *= 0.5

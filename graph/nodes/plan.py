@@ -26,6 +26,14 @@ class _Decomposition(BaseModel):
     sub_questions: list[_SubQuestion] = Field(min_length=1, max_length=5)
 
 
+def source_query(query: str, name: str, route: Route, ctx: Context) -> str:
+    """For one side of a comparison: the query without the words that name the other compared sources."""
+    others = {k for c in ctx.collections if c.name in route.collections and c.name != name for k in c.keywords}
+    own = next((set(c.keywords) for c in ctx.collections if c.name == name), set())
+    kept = [w for w in query.split() if w.lower() not in others - own]
+    return " ".join(kept) or query
+
+
 def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | None = None) -> list[ResearchTask]:
     """Deterministic per-collection tasks (offline mode and fallback)."""
     condense = route.query_type == "comparative"
@@ -33,7 +41,7 @@ def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | N
         ResearchTask(
             id=name,
             collection=name,
-            query=route.search_query,
+            query=source_query(route.search_query, name, route, ctx) if condense else route.search_query,
             label=ctx.display(name),
             condense=condense,
             doc_ids=(doc_ids or {}).get(name, []),

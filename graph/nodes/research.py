@@ -87,7 +87,10 @@ async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
         except (LLMError, ValueError, ValidationError) as exc:
             emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
     if facts is None:
-        facts = select_facts(task.query or state["question"], evidence, ctx.facts_per_agent, language=language)
+        # a sub-agent researches a source the question named: its best sentences count, no relevance floor
+        facts = select_facts(
+            task.query or state["question"], evidence, ctx.facts_per_agent, language=language, min_share=0, min_words=1
+        )
     emit(Step(messages.line("agent_done", language, coll=task.label, n=len(evidence), m=len(facts))))
     emit(SubAgentStatus(task.label, "done", f"{len(evidence)}/{len(facts)}"))
     return {"facts": facts, "covered": [task.id] if facts else [], "usage": usage}

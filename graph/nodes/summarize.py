@@ -57,9 +57,8 @@ async def facts_for(
         try:
             result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=800)
             emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-            facts = parse_facts(result.text, ledger)[:limit]
-            if facts:
-                return facts, result.usage
+            # an empty list is the model's judgement that nothing is relevant: the question gets declined
+            return parse_facts(result.text, ledger)[:limit], result.usage
         except (LLMError, ValueError, ValidationError) as exc:
             emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
             return select_facts(query, ledger, limit, language=language), Usage()

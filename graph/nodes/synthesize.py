@@ -17,10 +17,10 @@ from graph.state import Context, Evidence, Fact, State, Usage
 
 
 def build_ledger(facts: list[Fact], evidence: list[Evidence], collections: list[str], limit: int = 12) -> list[Evidence]:
-    """The evidence the facts rest on, in stable order; the top evidence when there are no facts."""
+    """The evidence the facts rest on, in stable order. No facts, no ledger: the answer then declines rather
+    than writing from passages that nothing showed to be relevant."""
     cited = {i for f in facts for i in f.evidence_ids}
-    ordered = order_evidence(evidence, collections)
-    return ([e for e in ordered if e.id in cited] or ordered)[:limit]
+    return [e for e in order_evidence(evidence, collections) if e.id in cited][:limit]
 
 
 def _facts_block(facts: list[Fact], ledger: list[Evidence]) -> str:
@@ -80,7 +80,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     route, facts, gaps = state["route"], state.get("facts", []), state.get("gaps", [])
     ledger = build_ledger(facts, state.get("evidence", []), route.collections, limit=ctx.ledger_limit)
     verdict = state.get("verdict")
-    if verdict and verdict.missing and state.get("stop_reason") != "sufficient":
+    if ledger and verdict and verdict.missing and state.get("stop_reason") != "sufficient":
         gaps = gaps + [messages.line("not_found", language, missing=", ".join(verdict.missing))]
     display = {c.name: c.display_name for c in ctx.collections}
     answer = _Answer(len(ledger))

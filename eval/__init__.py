@@ -1,0 +1,1 @@
+"""Quality evaluation: gold questions, `make eval`, docs/EVAL.md."""

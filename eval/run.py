@@ -1,0 +1,302 @@
+"""`make eval`: answer quality on the gold questions, written to docs/EVAL.md (table and plot).
+
+Runs the real pipeline (offline mode by default, LLM mode when LLM_BASE_URL is set) against the reference
+document server over streamable HTTP. Measures routing accuracy, retrieval recall@5/@10 and MRR per
+collection, citation precision (share of `[n]` whose passage supports the sentence), markers without ledger
+evidence, key-fact recall, correct refusals, and upstream calls and tokens per question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.settings import ROOT, Settings
+from docserver.corpus import BUNDLED_CORPUS, load_corpus
+from docserver.embedded import serve_in_background
+from graph import messages
+from graph.build import build_graph
+from graph.claims import claim_sentences, cited_numbers, supported
+from graph.collections import load_collections
+from graph.llm import LLMClient
+from graph.mcp_client import DocumentClient
+from graph.nodes.synthesize import build_ledger
+from graph.prompts import Prompts
+from graph.runner import initial_state
+from graph.state import Context, Turn
+
+EVAL_DIR = Path(__file__).resolve().parent
+TARGETS = {
+    "routing_accuracy": 0.95,
+    "recall_at_10": 0.95,
+    "key_fact_recall_factual": 0.85,
+    "refusal_rate_unanswerable": 0.90,
+    "invalid_markers": 0,
+}
+
+
+@dataclass
+class Result:
+    item: dict[str, Any]
+    route_type: str = ""
+    route_collections: list[str] = field(default_factory=list)
+    ranks: dict[str, list[str]] = field(default_factory=dict)  # collection -> ranked doc ids
+    answer: str = ""
+    declined: bool = False
+    markers: int = 0
+    invalid_markers: int = 0
+    supported_markers: int = 0
+    facts_found: int = 0
+    calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+
+def load_gold(*paths: Path) -> list[dict[str, Any]]:
+    items = []
+    for path in paths:
+        if path.exists():
+            items += [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    return items
+
+
+def body_of(answer: str) -> str:
+    """The answer without the rendered sources list."""
+    return re.split(r"\n\*\*(?:Bronnen|Sources)\*\*", answer)[0]
+
+
+def is_declined(answer: str) -> bool:
+    prefixes = [messages.line("nothing", lang, names="").split("(")[0] for lang in ("nl", "en")]
+    return any(body_of(answer).lstrip().startswith(p) for p in prefixes)
+
+
+async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
+    result = Result(item)
+    started = time.perf_counter()
+    state = await graph.ainvoke(initial_state([Turn(role="user", content=item["question"])]), context=ctx)
+    result.seconds = time.perf_counter() - started
+    route = state["route"]
+    result.route_type, result.route_collections = route.query_type, route.collections
+    result.answer = state.get("answer", "")
+    result.declined = is_declined(result.answer)
+    usage = state.get("usage")
+    result.calls, result.tokens = (usage.calls, usage.total_tokens) if usage else (0, 0)
+
+    ledger = build_ledger(state.get("facts", []), state.get("evidence", []), route.collections, limit=ctx.ledger_limit)
+    body = body_of(result.answer)
+    for number in (int(n) for n in re.findall(r"\[(\d+)\]", body)):
+        result.markers += 1
+        result.invalid_markers += not 1 <= number <= len(ledger)
+    for sentence in claim_sentences(body):
+        for number in cited_numbers(sentence, len(ledger)):
+            result.supported_markers += supported(sentence, ledger[number - 1].text)
+    lowered = body.lower()
+    result.facts_found = sum(fact.lower() in lowered for fact in item.get("key_facts", []))
+
+    for collection in item.get("collections", []):
+        hits = await ctx.docs.search(collection, route.search_query)
+        result.ranks[collection] = list(dict.fromkeys(h.doc_id for h in hits))
+    return result
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def summarize(results: list[Result], docs_by_collection: dict[str, set[str]]) -> dict[str, Any]:
+    answerable = [r for r in results if r.item["answerable"]]
+    unanswerable = [r for r in results if not r.item["answerable"]]
+    retrieval: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in answerable:
+        for collection, ranked in r.ranks.items():
+            gold = [d for d in r.item["gold_docs"] if d in docs_by_collection.get(collection, set())]
+            if not gold:
+                continue
+            for k in (5, 10):
+                retrieval[collection][f"recall@{k}"].append(len(set(gold) & set(ranked[:k])) / len(gold))
+            first = next((i for i, d in enumerate(ranked, 1) if d in gold), None)
+            retrieval[collection]["mrr"].append(1 / first if first else 0.0)
+    per_collection = {c: {m: _mean(v) for m, v in metrics.items()} | {"n": len(metrics["mrr"])}
+                      for c, metrics in sorted(retrieval.items())}
+    all_recall10 = [x for m in retrieval.values() for x in m["recall@10"]]
+    all_recall5 = [x for m in retrieval.values() for x in m["recall@5"]]
+    all_mrr = [x for m in retrieval.values() for x in m["mrr"]]
+    factual = [r for r in answerable if r.item["type"] == "factual"]
+    markers = sum(r.markers for r in results)
+    return {
+        "questions": len(results),
+        "routing_accuracy": _mean([r.route_type == r.item["type"] for r in results]),
+        "collection_recall": _mean([set(r.item["collections"]) <= set(r.route_collections) for r in answerable]),
+        "recall_at_5": _mean(all_recall5),
+        "recall_at_10": _mean(all_recall10),
+        "mrr": _mean(all_mrr),
+        "retrieval_per_collection": per_collection,
+        "citation_precision": sum(r.supported_markers for r in results) / markers if markers else float("nan"),
+        "invalid_markers": sum(r.invalid_markers for r in results),
+        "key_fact_recall": _mean([r.facts_found / len(r.item["key_facts"]) for r in answerable if r.item["key_facts"]]),
+        "key_fact_recall_factual": _mean(
+            [r.facts_found / len(r.item["key_facts"]) for r in factual if r.item["key_facts"]]),
+        "refusal_rate_unanswerable": _mean([r.declined for r in unanswerable]),
+        "false_refusal_rate": _mean([r.declined for r in answerable]),
+        "upstream_calls_mean": _mean([r.calls for r in results]),
+        "tokens_mean": _mean([r.tokens for r in results]),
+        "seconds_p50": statistics.median([r.seconds for r in results]),
+        "routing_by_type": {
+            t: _mean([r.route_type == t for r in results if r.item["type"] == t])
+            for t in ("factual", "exploratory", "deep_dive", "comparative")
+        },
+        "calls_by_type": {
+            t: _mean([r.calls for r in results if r.item["type"] == t and r.item["answerable"]])
+            for t in ("factual", "exploratory", "deep_dive", "comparative")
+        },
+    }
+
+
+def _passes(name: str, value: float) -> bool:
+    target = TARGETS[name]
+    return value <= target if name == "invalid_markers" else value >= target
+
+
+def write_report(summary: dict[str, Any], results: list[Result], mode: str, corpus: str, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    plot = _plot(summary, out / "eval.png")
+    rows = [
+        ("Routing accuracy (query type)", "routing_accuracy"),
+        ("Collection recall of the router", "collection_recall"),
+        ("Retrieval recall@5", "recall_at_5"),
+        ("Retrieval recall@10", "recall_at_10"),
+        ("Retrieval MRR", "mrr"),
+        ("Citation precision", "citation_precision"),
+        ("Markers without ledger evidence", "invalid_markers"),
+        ("Key-fact recall (all answerable)", "key_fact_recall"),
+        ("Key-fact recall (factual)", "key_fact_recall_factual"),
+        ("Unanswerable questions declined", "refusal_rate_unanswerable"),
+        ("Answerable questions declined", "false_refusal_rate"),
+        ("Upstream calls per question", "upstream_calls_mean"),
+        ("Upstream tokens per question", "tokens_mean"),
+        ("Seconds per question (p50)", "seconds_p50"),
+    ]
+    lines = [
+        "# Evaluation", "",
+        f"Generated by `make eval` ({mode} mode, corpus: {corpus}) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
+        f" {summary['questions']} gold questions from `eval/gold*.jsonl`.", "",
+        "| metric | value | target |", "|---|---|---|",
+    ]
+    for label, key in rows:
+        value = summary[key]
+        target = TARGETS.get(key)
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        mark = "" if target is None else (f"{'≤' if key == 'invalid_markers' else '≥'} {target} "
+                                           f"{'✅' if _passes(key, value) else '❌'}")
+        lines.append(f"| {label} | {shown} | {mark} |")
+    lines += ["", "## Retrieval per collection", "", "| collection | questions | recall@5 | recall@10 | MRR |",
+              "|---|---|---|---|---|"]
+    for collection, m in summary["retrieval_per_collection"].items():
+        lines.append(f"| {collection} | {m['n']} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | {m['mrr']:.3f} |")
+    lines += ["", "## Routing and calls per query type", "", "| type | routing accuracy | upstream calls (mean) |",
+              "|---|---|---|"]
+    for kind, accuracy in summary["routing_by_type"].items():
+        lines.append(f"| {kind} | {accuracy:.3f} | {summary['calls_by_type'][kind]:.2f} |")
+    if plot:
+        lines += ["", f"![metrics]({plot.name})"]
+    misses = [r for r in results if r.route_type != r.item["type"] or (r.item["answerable"] and r.declined)
+              or (not r.item["answerable"] and not r.declined)
+              or (r.item["key_facts"] and r.facts_found < len(r.item["key_facts"]))]
+    lines += ["", "## Questions to look at", "", "| id | question | routed | issue |", "|---|---|---|---|"]
+    for r in misses:
+        issues = []
+        if r.route_type != r.item["type"]:
+            issues.append(f"type {r.item['type']}")
+        if r.item["answerable"] and r.declined:
+            issues.append("declined")
+        if not r.item["answerable"] and not r.declined:
+            issues.append("answered an unanswerable question")
+        if r.item["key_facts"] and r.facts_found < len(r.item["key_facts"]):
+            issues.append(f"key facts {r.facts_found}/{len(r.item['key_facts'])}")
+        lines.append(f"| {r.item['id']} | {r.item['question']} | {r.route_type} | {', '.join(issues)} |")
+    (out / "EVAL.md").write_text("\n".join(lines) + "\n", "utf-8")
+
+
+def _plot(summary: dict[str, Any], path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot", file=sys.stderr)
+        return None
+    keys = ["routing_accuracy", "recall_at_5", "recall_at_10", "mrr", "citation_precision", "key_fact_recall_factual",
+            "refusal_rate_unanswerable"]
+    labels = ["routing", "recall@5", "recall@10", "MRR", "citation\nprecision", "key facts\n(factual)", "refusals"]
+    values = [summary[k] for k in keys]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    bars = ax.bar(labels, values, color="#4c6ef5")
+    for key, bar in zip(keys, bars):
+        if key in TARGETS:
+            ax.hlines(TARGETS[key], bar.get_x(), bar.get_x() + bar.get_width(), colors="#e03131", linewidth=2)
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 0.01, f"{bar.get_height():.2f}", ha="center")
+    ax.set_ylim(0, 1.1)
+    ax.set_title("NEO NL Agent evaluation (red: target)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+async def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N questions (smoke runs)")
+    parser.add_argument("--gold", type=Path, nargs="*", help="gold files (default: eval/gold.jsonl)")
+    args = parser.parse_args(argv)
+
+    settings = Settings()
+    collections = load_collections(settings.collections_file)
+    server = await serve_in_background()
+    docs = DocumentClient(server.url, timeout_s=30, display_names={c.name: c.display_name for c in collections})
+    llm = None if settings.offline else LLMClient(
+        settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model, fast_model=settings.fast_model,
+        timeout_s=settings.llm_timeout_s, max_concurrency=settings.llm_max_concurrency)
+    ctx = Context(llm=llm, docs=docs, collections=collections, prompts=Prompts(settings.prompts_dir),
+                  top_k=settings.search_top_k, max_facts=settings.max_facts, facts_per_agent=settings.facts_per_agent,
+                  max_iterations=settings.max_iterations, token_budget=settings.token_budget,
+                  claim_check=settings.claim_check)
+    gold = load_gold(*(args.gold or [EVAL_DIR / "gold.jsonl"]))
+    if args.limit:
+        gold = gold[: args.limit]
+    graph = build_graph()
+    try:
+        known = _documents_by_collection()
+        results = [await evaluate(item, graph, ctx) for item in gold]
+    finally:
+        await docs.aclose()
+        if llm:
+            await llm.aclose()
+        await server.stop()
+    summary = summarize(results, known)
+    mode = "offline" if llm is None else f"LLM ({settings.llm_model})"
+    write_report(summary, results, mode, "bundled sample corpus", args.out)
+    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, dict)}, indent=2))
+    return summary
+
+
+def _documents_by_collection() -> dict[str, set[str]]:
+    """Which doc ids live in which collection (gold docs are scored per collection)."""
+    known: dict[str, set[str]] = defaultdict(set)
+    for document in load_corpus(BUNDLED_CORPUS):
+        known[document.collection].add(document.doc_id)
+    return known
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
