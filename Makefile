@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test install install-test graph clean
+.PHONY: run test eval install install-test graph clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -28,6 +28,13 @@ run: install
 
 test: install-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+$(VENV)/.installed-eval: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[eval]'
+	@touch $@
+
+eval: $(VENV)/.installed-eval
+	$(PY) -m eval.run $(EVAL_ARGS)
 
 graph: install
 	$(PY) -m app graph

@@ -69,6 +69,7 @@ class Services:
             max_iterations=self.settings.max_iterations,
             token_budget=self.settings.token_budget,
             claim_check=self.settings.claim_check,
+            min_coverage=self.settings.min_coverage,
             research_seconds=self.settings.request_timeout_s * 0.5,
         )
 

@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     research_concurrency: int = 4
     token_budget: int = 60_000
     claim_check: Literal["auto", "on", "off"] = "auto"
+    min_coverage: float = 0.6
 
     @field_validator("api_keys", "task_patterns", mode="before")
     @classmethod

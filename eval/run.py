@@ -270,7 +270,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     ctx = Context(llm=llm, docs=docs, collections=collections, prompts=Prompts(settings.prompts_dir),
                   top_k=settings.search_top_k, max_facts=settings.max_facts, facts_per_agent=settings.facts_per_agent,
                   max_iterations=settings.max_iterations, token_budget=settings.token_budget,
-                  claim_check=settings.claim_check)
+                  claim_check=settings.claim_check, min_coverage=settings.min_coverage)
     gold = load_gold(*(args.gold or [EVAL_DIR / "gold.jsonl"]))
     if args.limit:
         gold = gold[: args.limit]

@@ -33,14 +33,28 @@ def _stems(text: str) -> set[str]:
 # Question words carry no topic: they must not make an off-topic passage look relevant.
 _QUESTION_WORDS = set(
     "hoeveel hoe wat wanneer welke welk wie waar waarom waardoor waarmee kan kunnen mag moet is zijn heeft hebben "
-    "how many much what when which who where why can could may must does do is are has have".split()
-)
+    "sinds binnen vanaf tot houdt bij jaar jaartal datum termijn periode aantal "
+    "how many much what when which who where why can could may must does do is are has have since within "
+    "year date period number".split()
+)  # the last words of each language name the kind of answer ("which year"), which the answer does not repeat
 
 
 def query_terms(question: str) -> list[frozenset[str]]:
     """One stem set per distinct topic word of the question (a word matches when any of its stems does)."""
     words = " ".join(w for w in re.findall(r"[\w/.-]+", question) if w.lower() not in _QUESTION_WORDS)
     return list(dict.fromkeys(analyze(words))) if words.strip() else []
+
+
+def entity_words(question: str) -> list[str]:
+    """Names and numbers in the question (capitalised words after the first, words with digits)."""
+    words = re.findall(r"[\w/.-]+", question)
+    return [w for i, w in enumerate(words) if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper())]
+
+
+def coverage(query: list[frozenset[str]], text: str) -> float:
+    """Share of the query's topic words that occur in a passage (title and section included)."""
+    stems = _stems(text)
+    return sum(bool(t & stems) for t in query) / len(query) if query else 0.0
 
 
 def select_facts(
@@ -50,33 +64,41 @@ def select_facts(
     *,
     language: Language = "nl",
     per_source: int = 2,
-    min_share: float = 0.5,
-    min_words: int = 2,
+    min_coverage: float = 0.6,
 ) -> list[Fact]:
-    """Sentences ranked by the IDF-weighted query stems they share (rare words count most), in the
-    question's language first; at most `per_source` per passage, collections taking turns so every
-    consulted source is represented; ties keep ledger order.
+    """Key sentences for the question from the passages that cover it.
 
-    A sentence must cover at least `min_share` of the query's weight and two of its words; a query word that
-    occurs in no passage at all weighs most, so a question about something the documents do not cover selects nothing
-    and is declined instead of being answered with near misses."""
+    Declining comes first and is decided per passage: when no passage contains at least `min_coverage` of
+    the question's topic words, or a name or number from the question occurs in no passage at all, nothing
+    is selected and the question is declined instead of answered with near misses (`min_coverage=0` turns
+    this off, for sub-agents researching a source the user named). Then sentences of the covering passages
+    are ranked by the IDF-weighted query words they share (rare words count most), in the question's
+    language first; at most `per_source` per passage, collections taking turns so every consulted source
+    is represented; ties keep ledger order."""
     query = query_terms(question)
-    candidates = [
-        (i, j, sentence, evidence, _stems(sentence))
-        for i, evidence in enumerate(ledger)
-        for j, sentence in enumerate(sentences(evidence.text))
-    ]
+    if not query or not ledger:
+        return []
+    covered = [(coverage(query, e.text), i, e) for i, e in enumerate(ledger)]
+    best = max(c for c, _, _ in covered)
+    if min_coverage:
+        found = set().union(*(_stems(e.text) for e in ledger))
+        for word in entity_words(question):
+            stems = {s for group in analyze(word) for s in group}
+            if stems and stems <= set().union(*query) and not stems & found:
+                return []
+        if best < min_coverage:
+            return []
+    passages = [(i, e) for c, i, e in covered if c >= 0.5 * best and c > 0]
+    candidates = [(i, j, sentence, e, _stems(sentence)) for i, e in passages for j, sentence in enumerate(sentences(e.text))]
     total = len(candidates) or 1
     weight = {t: math.log(1 + total / (1 + sum(bool(t & c[4]) for c in candidates))) for t in query}
-    full = sum(weight.values()) or 1.0
     ranked: dict[str, list[tuple[float, int, int, str, str]]] = {}
     for i, j, sentence, evidence, stems in candidates:
-        matched = [t for t in query if t & stems]
-        score = sum(weight[t] for t in matched)
-        if not matched or score < min_share * full or len(matched) < min(min_words, len(query)):
+        score = sum(weight[t] for t in query if t & stems)
+        if not score:
             continue
         if detect_language(sentence, default=language) != language:
-            score *= 0.5
+            score *= 0.7
         score += 0.5 * evidence.relevance
         ranked.setdefault(evidence.collection, []).append((score, -i, -j, sentence, evidence.id))
     queues = [sorted(items, reverse=True) for items in ranked.values()]

@@ -12,7 +12,8 @@ _WORD = re.compile(r"[\w\-']+", re.UNICODE)
 # First match wins; each entry: (query type, phrases that signal it, reason code).
 _TYPE_SIGNALS: list[tuple[QueryType, tuple[str, ...]]] = [
     ("comparative", ("verschil", "verschillen", "vergelijk", "vergelijking", "verhouden", "verhoudt", "tegenover",
-                     "overeenkomsten", "compare", "comparison", "differ", "difference", "versus", " vs ")),
+                     "overeenkomsten", "compare", "comparison", "differ", "difference", "versus", " vs ", "relate to",
+                     "relates to", "relatie tussen", "verhouding tussen")),
     ("exploratory", ("welke documenten", "welke publicaties", "welke bronnen", "overzicht van", "which documents",
                      "what documents", "which publications", "overview of", "list of", "lijst van")),
     ("deep_dive", ("leg uit", "gedetailleerd", "in detail", "uitgebreid", "uitgebreide", "diepgaand", "toelichting op",
@@ -23,6 +24,11 @@ _TYPE_SIGNALS: list[tuple[QueryType, tuple[str, ...]]] = [
 _FACTUAL_SIGNALS = ("wat is", "wat zijn", "wat houdt", "wat betekent", "wanneer", "hoeveel", "hoe lang", "wie ", "welk ",
                     "welke ", "waar ", "mag ", "moet ", "what is", "what are", "what does", "when ", "how many",
                     "how much", "how long", "who ", "which ", "where ", "is het", "is er", "does ", "do i ")
+# "which/what/are there ... documents/publications/conventions": a question about what exists
+_LISTING = re.compile(
+    r"\b(welke|which|what|zijn er|are there|is there|bestaan er)\b[^?]{0,60}?"
+    r"(documenten|publicaties|publications|documents|conventions|verdragen|richtlijnen|guides|leidraden|normen|standards)\b"
+)
 _FOLLOW_UP_START = ("en ", "and ", "maar ", "but ", "ook ", "what about", "hoe zit het", "en wat", "and what")
 _FOLLOW_UP_REFERENCE = {"daarover", "daarvan", "hierover", "hiervan", "daarbij", "daarin", "daarop", "hiermee", "daarmee",
                         "it", "that", "this", "they", "their", "them", "those"}
@@ -54,6 +60,8 @@ def query_type(question: str, mentioned: int) -> tuple[QueryType, str]:
                 return kind, phrase.strip()
     if mentioned >= 2 and re.search(r"\b(en|and)\b", text) and re.search(r"\b(hoe|how)\b", text):
         return "comparative", "+".join(sorted(set(words(question)) & {"en", "and"}))
+    if _LISTING.search(text):
+        return "exploratory", "documenten"
     for phrase in _FACTUAL_SIGNALS:
         if text.lstrip().startswith(phrase) or f" {phrase}" in text[:40]:
             return "factual", phrase.strip()
@@ -103,10 +111,10 @@ _GENERIC = {"documenten", "document", "publicaties", "bronnen", "gaan", "gaat", 
 
 def focus_terms(question: str, collections: list[Collection]) -> str:
     """The question without collection names, question-type signals and generic words: what to search for."""
-    text = f" {question.lower()} "
+    text = f" {question} "
     for _, phrases in _TYPE_SIGNALS:
         for phrase in phrases:
-            text = re.sub(rf"(?<!\w){re.escape(phrase.strip())}\w*", " ", text)
+            text = re.sub(rf"(?<!\w){re.escape(phrase.strip())}\w*", " ", text, flags=re.IGNORECASE)
     drop = {c.name.lower() for c in collections} | {c.display_name.lower() for c in collections} | _GENERIC
     kept = [w for w in _WORD.findall(text) if w.lower() not in drop]
     return " ".join(kept) or question

@@ -59,6 +59,7 @@ class ResearchTask(BaseModel):
     condense: bool = True  # comparative sub-agents condense their own facts; factual evidence is summarised once
     doc_ids: list[str] = Field(default_factory=list)  # exploratory: focus on these documents
     depth: int = 1  # corrective rounds look further down the ranking
+    limit: int = 6  # passages kept from the search
 
 
 class Verdict(BaseModel):
@@ -139,6 +140,7 @@ class Context:
     claim_check: str = "auto"  # auto | on | off
     research_seconds: float = 60.0  # time budget for research rounds
     ledger_limit: int = 12  # evidence entries the answer may cite
+    min_coverage: float = 0.6  # share of topic words a passage must contain for a factual answer (offline)
 
     def display(self, name: str) -> str:
         return next((c.display_name for c in self.collections if c.name == name), name)

@@ -22,11 +22,11 @@ async def deep_read(state: State, runtime: Runtime[Context]) -> dict:
             evidence = await ctx.docs.read_document(best["collection"], best["doc_id"], route.search_query)
         except DocumentError as exc:
             emit(Step(messages.line("failed", language, coll=best["title"], error=exc)))
-    if not evidence:  # no title match or no read_document: search each routed collection instead
-        for name in route.collections:
-            try:
-                evidence += (await ctx.docs.search(name, route.search_query))[: ctx.top_k]
-            except DocumentError as exc:
-                gaps.append(messages.line("gap", language, coll=ctx.display(name), error=exc))
-        emit(Step(messages.line("found", language, coll=", ".join(map(ctx.display, route.collections)), n=len(evidence))))
+    # the best title match may not be the whole story: the routed collections are searched as well
+    for name in route.collections:
+        try:
+            evidence += (await ctx.docs.search(name, route.search_query))[: ctx.top_k]
+        except DocumentError as exc:
+            gaps.append(messages.line("gap", language, coll=ctx.display(name), error=exc))
+    emit(Step(messages.line("found", language, coll=", ".join(map(ctx.display, route.collections)), n=len(evidence))))
     return {"evidence": evidence, "gaps": gaps, "round": 1, "tasks": [], "evidence_seen": 0}

@@ -37,6 +37,8 @@ def source_query(query: str, name: str, route: Route, ctx: Context) -> str:
 def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | None = None) -> list[ResearchTask]:
     """Deterministic per-collection tasks (offline mode and fallback)."""
     condense = route.query_type == "comparative"
+    # a question aimed at one or two collections reads deeper into each ranking
+    limit = ctx.top_k if len(route.collections) > 2 else max(ctx.top_k, 10)
     return [
         ResearchTask(
             id=name,
@@ -45,6 +47,7 @@ def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | N
             label=ctx.display(name),
             condense=condense,
             doc_ids=(doc_ids or {}).get(name, []),
+            limit=limit,
         )
         for name in route.collections
     ]
@@ -67,6 +70,7 @@ def parse_decomposition(text: str, route: Route, ctx: Context) -> list[ResearchT
                 collection=item.collection,
                 query=item.query.strip(),
                 label=ctx.display(item.collection) + ("" if n == 0 else f" ({n + 1})"),
+                limit=ctx.top_k,
             )
         )
     if len(tasks) < 2 or {t.collection for t in tasks} != set(route.collections):

@@ -60,7 +60,7 @@ async def search(state: ResearchState, runtime: Runtime[Context]) -> dict:
         emit(SubAgentStatus(task.label, "failed", str(exc)))
         emit(Step(messages.line("failed", language, coll=task.label, error=exc)))
         return {"evidence": [], "failed": [task.collection], "gaps": [messages.line("gap", language, coll=name, error=exc)]}
-    return {"evidence": focus(hits, task.doc_ids, ctx.top_k + (task.depth - 1) * 3)}
+    return {"evidence": focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3)}
 
 
 async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
@@ -89,7 +89,7 @@ async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
     if facts is None:
         # a sub-agent researches a source the question named: its best sentences count, no relevance floor
         facts = select_facts(
-            task.query or state["question"], evidence, ctx.facts_per_agent, language=language, min_share=0, min_words=1
+            task.query or state["question"], evidence, ctx.facts_per_agent, language=language, min_coverage=0
         )
     emit(Step(messages.line("agent_done", language, coll=task.label, n=len(evidence), m=len(facts))))
     emit(SubAgentStatus(task.label, "done", f"{len(evidence)}/{len(facts)}"))

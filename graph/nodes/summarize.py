@@ -47,7 +47,7 @@ def parse_facts(text: str, ledger: list[Evidence]) -> list[Fact]:
 
 
 async def facts_for(
-    ctx: Context, question: str, query: str, ledger: list[Evidence], language: Language, limit: int
+    ctx: Context, question: str, query: str, ledger: list[Evidence], language: Language, limit: int, min_coverage: float
 ) -> tuple[list[Fact], Usage]:
     """Facts from one window of evidence: one fast-model call, extractive selection as the fallback."""
     if ctx.llm is not None:
@@ -61,8 +61,8 @@ async def facts_for(
             return parse_facts(result.text, ledger)[:limit], result.usage
         except (LLMError, ValueError, ValidationError) as exc:
             emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
-            return select_facts(query, ledger, limit, language=language), Usage()
-    return select_facts(query, ledger, limit, language=language), Usage()
+            return select_facts(query, ledger, limit, language=language, min_coverage=min_coverage), Usage()
+    return select_facts(query, ledger, limit, language=language, min_coverage=min_coverage), Usage()
 
 
 async def summarize(state: State, runtime: Runtime[Context]) -> dict:
@@ -79,7 +79,11 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         limit = max(3, ctx.max_facts // len(windows))
     else:
         windows, limit = [new], ctx.max_facts
-    results = await asyncio.gather(*(facts_for(ctx, state["question"], query, w, language, limit) for w in windows))
+    # explanations and overviews are broad by nature: a looser relevance floor than for a factual question
+    min_coverage = ctx.min_coverage if route.query_type == "factual" else ctx.min_coverage * 0.6
+    results = await asyncio.gather(
+        *(facts_for(ctx, state["question"], query, w, language, limit, min_coverage) for w in windows)
+    )
     facts = [f for window_facts, _ in results for f in window_facts]
     usage = sum((u for _, u in results), Usage())
     emit(Step(messages.line("facts", language, n=len(facts), m=len(new))))
