@@ -14,6 +14,7 @@ _LINES: dict[str, dict[Language, str]] = {
     "failed": {"nl": "{coll}: niet doorzocht ({error})", "en": "{coll}: not searched ({error})"},
     "agent_done": {"nl": "{coll}: {n} passages, {m} feiten", "en": "{coll}: {n} passages, {m} facts"},
     "subquestions": {"nl": "Deelvragen: {items}", "en": "Sub-questions: {items}"},
+    "dependent": {"nl": "Vervolgdeelvragen met eerdere bevindingen: {items}", "en": "Dependent sub-questions with earlier findings: {items}"},
     "round": {"nl": "Aanvullend onderzoek (ronde {n}): {items}", "en": "Further research (round {n}): {items}"},
     "verdict": {"nl": "Beoordeling: {status}", "en": "Assessment: {status}"},
     "verdict_missing": {"nl": "Beoordeling: {status}; ontbreekt: {missing}", "en": "Assessment: {status}; missing: {missing}"},

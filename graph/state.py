@@ -60,6 +60,7 @@ class ResearchTask(BaseModel):
     doc_ids: list[str] = Field(default_factory=list)  # exploratory: focus on these documents
     depth: int = 1  # corrective rounds look further down the ranking
     limit: int = 6  # passages kept from the search
+    after: str | None = None  # id of a task whose findings this one needs first (runs in a later round)
 
 
 class Verdict(BaseModel):
@@ -110,6 +111,7 @@ class State(TypedDict, total=False):
     route: Route
     documents: list[dict]  # exploratory/deep-dive: list_documents hits
     tasks: list[ResearchTask]  # the current round's research tasks
+    pending: list[ResearchTask]  # planned tasks waiting for another task's findings
     round: int
     evidence_seen: int  # ledger size before the current round (no-new-evidence stop)
     verdict: Verdict

@@ -342,3 +342,21 @@ async def test_claim_check_flags_unsupported_legal_claims(docs, llm, fake_llm: F
     _, steps, answer, _ = await _run("Wanneer vervalt de vergunning van kerncentrale Borssele?", _context(docs, llm))
     assert "Claimcontrole: 1 bewering(en) zonder steun in de bronnen" in steps
     assert "konden niet in de geciteerde bronnen worden teruggevonden" in answer and "99 miljoen" in answer.split("Let op:")[1]
+
+
+@pytest.mark.asyncio
+async def test_dependent_sub_question_runs_after_its_prerequisite(docs, llm, fake_llm: FakeLLM) -> None:
+    plan = {"sub_questions": [{"collection": "iaea", "query": "INSAG-4 veiligheidscultuur definitie"},
+                              {"collection": "anvs", "query": "ANVS verwachtingen veiligheidscultuur", "after": 1}]}
+    fake_llm.when_contains("Splits de vraag op in deelvragen", Reply(text=json.dumps(plan)))
+    fake_llm.when_contains("Je bent een onderzoeksagent", Reply(
+        text=json.dumps({"facts": [{"fact": "INSAG-4 definieert veiligheidscultuur in 1991.", "sources": [1]}]})))
+    fake_llm.when_contains("Je bent NEO NL", Reply(text="Vergelijking [1] [2]."))
+    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm))
+    order = [(e.agent, e.status) for e in events if isinstance(e, SubAgentStatus)]
+    assert order.index(("IAEA", "done")) < order.index(("ANVS", "started"))  # sequential, not parallel
+    dependent = next(s for s in steps if s.startswith("Vervolgdeelvragen"))
+    assert "ANVS verwachtingen veiligheidscultuur" in dependent
+    condense_prompts = [r["messages"][-1]["content"] for r in fake_llm.requests if "onderzoeksagent" in r["messages"][-1]["content"]]
+    assert any("INSAG-4" in p.split("Oorspronkelijke vraag")[0] and "ANVS" in p.split("\n")[0] for p in condense_prompts)
+    assert calls == fake_llm.calls <= 6  # decompose, two sub-agents, synthesis (no judging call needed)

@@ -72,7 +72,9 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
         seconds_left=state.get("deadline", float("inf")) - time.monotonic(),
         refinable=len(refine(tasks, verdict, state.get("round", 1), set(state.get("failed", [])))),
     )
-    if reason and reason != "sufficient":
+    if state.get("pending") and reason in ("sufficient", "nothing_left", None):
+        reason = None  # planned sub-questions that needed earlier findings still have to run
+    elif reason and reason != "sufficient":
         emit(Step(messages.line("stop", language, reason=messages.reason_label(reason, language))))
     if route.query_type == "deep_dive" and reason is None:
         reason = "max_iterations"  # one careful read; no refinement rounds for deep dives

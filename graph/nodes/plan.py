@@ -20,6 +20,7 @@ from graph.state import Context, ResearchTask, Route, State, Usage
 class _SubQuestion(BaseModel):
     collection: str
     query: str = Field(min_length=3)
+    after: int | None = None  # 1-based number of a sub-question whose answer this one needs
 
 
 class _Decomposition(BaseModel):
@@ -60,19 +61,25 @@ def parse_decomposition(text: str, route: Route, ctx: Context) -> list[ResearchT
         raise ValueError("no JSON object")
     plan = _Decomposition.model_validate(json.loads(match.group(0)))
     tasks: list[ResearchTask] = []
-    for item in plan.sub_questions:
+    ids: dict[int, str] = {}
+    for number, item in enumerate(plan.sub_questions, 1):
         if item.collection not in route.collections:
             continue
         n = sum(t.collection == item.collection for t in tasks)
+        ids[number] = item.collection if n == 0 else f"{item.collection}-{n + 1}"
         tasks.append(
             ResearchTask(
-                id=item.collection if n == 0 else f"{item.collection}-{n + 1}",
+                id=ids[number],
                 collection=item.collection,
                 query=item.query.strip(),
                 label=ctx.display(item.collection) + ("" if n == 0 else f" ({n + 1})"),
                 limit=ctx.top_k,
+                after=str(item.after) if item.after and item.after < number else None,
             )
         )
+    for task in tasks:  # dependencies point at earlier sub-questions only, so there are no cycles
+        if task.after is not None:
+            task.after = ids.get(int(task.after))
     if len(tasks) < 2 or {t.collection for t in tasks} != set(route.collections):
         raise ValueError("decomposition does not cover the routed collections")
     return tasks
@@ -96,24 +103,46 @@ async def decompose(state: State, ctx: Context) -> tuple[list[ResearchTask], Usa
         return template_tasks(route, ctx), result.usage
 
 
+def with_findings(task: ResearchTask, state: State) -> ResearchTask:
+    """A dependent sub-question, sharpened with the names and numbers its prerequisite found."""
+    source = next((t.collection for t in state.get("tasks", []) if t.id == task.after), None)
+    in_source = {e.id for e in state.get("evidence", []) if e.collection == source}
+    found = " ".join(f.text for f in state.get("facts", []) if set(f.evidence_ids) & in_source)
+    extra = " ".join(dict.fromkeys(re.findall(r"\b[A-Z][\w/-]{2,}|\b\d[\w./-]*", found)))[:120]
+    return task.model_copy(update={"query": f"{task.query} {extra}".strip(), "after": None})
+
+
 async def plan(state: State, runtime: Runtime[Context]) -> dict:
     ctx, language, route = runtime.context, state["language"], state["route"]
     round_no = state.get("round", 0) + 1
     usage = Usage()
+    pending: list[ResearchTask] = []
     if round_no == 1:
         if route.query_type == "comparative":
             tasks, usage = await decompose(state, ctx)
             items = "; ".join(f"{t.label}: {t.query}" for t in tasks)
             emit(Step(messages.line("subquestions", language, items=items)))
+            tasks, pending = [t for t in tasks if not t.after], [t for t in tasks if t.after]
         else:
             docs: dict[str, list[str]] = {}
             for ref in state.get("documents", []):
                 docs.setdefault(ref["collection"], []).append(ref["doc_id"])
             tasks = template_tasks(route, ctx, docs)
     else:
-        tasks = refine(state.get("tasks", []), state["verdict"], state.get("round", 1), set(state.get("failed", [])))
-        emit(Step(messages.line("round", language, n=round_no, items=", ".join(t.label for t in tasks))))
-    update = {"tasks": tasks, "round": round_no, "evidence_seen": len(state.get("evidence", [])), "usage": usage}
+        ready = [with_findings(t, state) for t in state.get("pending", [])]
+        if ready:
+            emit(Step(messages.line("dependent", language, items=", ".join(f"{t.label}: {t.query}" for t in ready))))
+        refined = refine(state.get("tasks", []), state["verdict"], state.get("round", 1), set(state.get("failed", [])))
+        if refined:
+            emit(Step(messages.line("round", language, n=round_no, items=", ".join(t.label for t in refined))))
+        tasks = ready + refined
+    update = {
+        "tasks": tasks,
+        "pending": pending,
+        "round": round_no,
+        "evidence_seen": len(state.get("evidence", [])),
+        "usage": usage,
+    }
     if round_no == 1:
         update["deadline"] = time.monotonic() + ctx.research_seconds
     return update
