@@ -9,6 +9,11 @@ from fastapi import Request
 from app.errors import APIError
 
 
+def bearer_token(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
 def check_api_key(request: Request) -> None:
     keys: list[bytes] = request.app.state.settings.api_key_bytes
     if not keys:

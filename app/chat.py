@@ -16,7 +16,10 @@ from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, Response
 from app.services import Services
 from app.sse import ChunkRenderer
 from app.tasks import answer_task
-from graph.events import AnswerDelta, ErrorEvent, ThoughtEvent, UsageEvent
+from graph import messages
+from graph.cache import cache_key
+from graph.events import AnswerDelta, Degraded, ErrorEvent, SourceFound, Step, ThoughtEvent, UsageEvent, from_record, to_record
+from graph.language import detect_language
 from graph.runner import initial_state, run_pipeline
 from graph.state import Turn
 
@@ -51,15 +54,41 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
         raise APIError(400, "only n=1 is supported", param="n")
 
 
-async def pipeline_events(services: Services, turns: list[Turn]) -> AsyncIterator[ThoughtEvent]:
-    """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent."""
+_REPLAYED = (Step, SourceFound, AnswerDelta)
+
+
+async def pipeline_events(
+    services: Services, turns: list[Turn], tenant: str, model: str
+) -> AsyncIterator[ThoughtEvent]:
+    """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent.
+
+    A complete, undegraded answer is kept in the response cache; the same conversation from the same API
+    key then replays it (think lines, sources, answer) without running the pipeline."""
+    settings = services.settings
+    key = cache_key("answer", tenant, model, services.fingerprint, [(t.role, " ".join(t.content.split())) for t in turns])
+    if settings.response_cache:
+        hit = await services.cache.get(key)
+        if hit is not None:
+            yield Step(messages.line("cached", detect_language(turns[-1].content)))
+            for record in hit:
+                yield from_record(record)
+            return
     state = initial_state(turns)
+    recorded: list[ThoughtEvent] = []
+    cacheable = settings.response_cache
     try:
-        async with asyncio.timeout(services.settings.request_timeout_s):
+        async with asyncio.timeout(settings.request_timeout_s):
             async for event in run_pipeline(
-                services.graph, state, services.context(), max_concurrency=services.settings.research_concurrency
+                services.graph, state, services.context(tenant), max_concurrency=settings.research_concurrency
             ):
+                cacheable = cacheable and not isinstance(event, (Degraded, ErrorEvent))
+                if isinstance(event, AnswerDelta) and recorded and isinstance(recorded[-1], AnswerDelta):
+                    recorded[-1] = AnswerDelta(recorded[-1].text + event.text)
+                elif isinstance(event, _REPLAYED):
+                    recorded.append(event)
                 yield event
+        if cacheable:
+            await services.cache.set(key, [to_record(e) for e in recorded], settings.cache_ttl_s)
     except TimeoutError:
         yield ErrorEvent(f"request timed out after {services.settings.request_timeout_s:.0f}s", "timeout")
     except Exception as exc:  # a bug must not become a hung or broken stream

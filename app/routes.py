@@ -6,7 +6,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse
 
-from app.auth import check_api_key
+from app.auth import bearer_token, check_api_key
+from graph.cache import tenant_of
 from app.chat import (
     complete_chat,
     conversation,
@@ -61,7 +62,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
         events = task_events(svc, task, body)
         renderer = new_renderer(body, svc, think=False, openwebui=False)
     else:
-        events = pipeline_events(svc, turns)
+        events = pipeline_events(svc, turns, tenant_of(bearer_token(request)), body.model)
         renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
     if not body.stream:
         return await complete_chat(request, renderer, events)

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.settings import Settings
 from graph.build import build_graph
+from graph.cache import Cache, cache_key, make_cache
 from graph.collections import Collection, load_collections
 from graph.llm import LLMClient
 from graph.mcp_client import DocumentClient
@@ -26,6 +27,8 @@ class Services:
     graph: Any
     llm: LLMClient | None
     docs: DocumentClient
+    cache: Cache
+    fingerprint: str  # configuration + prompt version: part of every cache key
     embedded: Any = None  # docserver.embedded.EmbeddedServer when the reference server runs in-process
 
     @classmethod
@@ -55,9 +58,16 @@ class Services:
             display_names={c.name: c.display_name for c in collections},
             mode=settings.mcp_protocol,
         )
-        return cls(settings, collections, Prompts(settings.prompts_dir), build_graph(), llm, docs, embedded)
+        prompts = Prompts(settings.prompts_dir)
+        relevant = settings.model_dump(
+            include={"llm_base_url", "llm_model", "llm_fast_model", "mcp_server_url", "search_top_k", "max_facts",
+                     "facts_per_agent", "max_iterations", "claim_check", "min_coverage"}
+        )
+        fingerprint = cache_key("config", relevant, [c.model_dump() for c in collections], prompts.version)
+        cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
+        return cls(settings, collections, prompts, build_graph(), llm, docs, cache, fingerprint, embedded)
 
-    def context(self) -> Context:
+    def context(self, tenant: str = "anonymous") -> Context:
         return Context(
             llm=self.llm,
             docs=self.docs,
@@ -71,11 +81,15 @@ class Services:
             claim_check=self.settings.claim_check,
             min_coverage=self.settings.min_coverage,
             research_seconds=self.settings.request_timeout_s * 0.5,
+            cache=self.cache,
+            cache_ttl_s=self.settings.cache_ttl_s,
+            tenant=tenant,
+            fingerprint=self.fingerprint,
         )
 
     async def readiness(self) -> dict[str, Any]:
-        llm_ok, docs_ok = await asyncio.gather(
-            self.llm.ping() if self.llm else _true(), self.docs.ping()
+        llm_ok, docs_ok, cache_ok = await asyncio.gather(
+            self.llm.ping() if self.llm else _true(), self.docs.ping(), self.cache.ping()
         )
         return {
             "status": "ready" if llm_ok and docs_ok else "degraded",
@@ -83,10 +97,13 @@ class Services:
             "documents": "embedded" if self.embedded else "external",
             "llm": {"configured": self.llm is not None, "reachable": llm_ok if self.llm else None},
             "mcp": {"url": self.docs.url, "reachable": docs_ok, "tools": sorted(self.docs.tools)},
+            "cache": {"backend": "redis" if self.settings.redis_url else "memory", "reachable": cache_ok,
+                      "hits": self.cache.hits, "misses": self.cache.misses},
             "collections": [c.name for c in self.collections],
         }
 
     async def aclose(self) -> None:
+        await self.cache.aclose()
         await self.docs.aclose()
         if self.llm:
             await self.llm.aclose()

@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     claim_check: Literal["auto", "on", "off"] = "auto"
     min_coverage: float = 0.6
 
+    # Caches (answers and plans): in-process unless REDIS_URL (Valkey/Redis) is set
+    redis_url: str = ""
+    response_cache: bool = True
+    cache_ttl_s: float = 3600.0
+    cache_max_items: int = 2048
+
     @field_validator("api_keys", "task_patterns", mode="before")
     @classmethod
     def _split_list(cls, value: object) -> object:

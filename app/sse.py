@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, UsageInfo
-from graph.events import AnswerDelta, ErrorEvent, SourceFound, Step, SubAgentStatus, ThoughtEvent, UsageEvent
+from graph.events import (
+    AnswerDelta,
+    Degraded,
+    ErrorEvent,
+    SourceFound,
+    Step,
+    SubAgentStatus,
+    ThoughtEvent,
+    UsageEvent,
+)
 from graph.sanitize import TagNeutralizer, neutralize
 
 THINK_OPEN, THINK_CLOSE = "<think>\n", "</think>\n\n"
@@ -88,7 +97,7 @@ class ChunkRenderer:
                     }
                 )
             return out
-        if isinstance(event, SubAgentStatus):
+        if isinstance(event, (SubAgentStatus, Degraded)):
             return []  # the matching Step lines already tell the story in the think block
         if isinstance(event, UsageEvent):
             self.usage.prompt_tokens += event.prompt_tokens

@@ -6,7 +6,7 @@ user's language, never a prompt, JSON or raw model output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal, Union
 
 from langgraph.config import get_stream_writer
@@ -59,9 +59,35 @@ class ErrorEvent:
     meta: dict = field(default_factory=dict)
 
 
-ThoughtEvent = Union[Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent]
+@dataclass(frozen=True, slots=True)
+class Degraded:
+    """Something fell back or could not be searched: the answer stays honest but is not cached."""
+
+    reason: str
+
+
+ThoughtEvent = Union[Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent, Degraded]
 
 
 def emit(event: ThoughtEvent) -> None:
     """Send an event to the stream of the running graph (a no-op outside a streaming run)."""
     get_stream_writer()(event)
+
+
+def degrade(reason: str, line: str | None = None) -> None:
+    """Report a fallback or failure: an optional progress line, and a `Degraded` marker."""
+    if line:
+        emit(Step(line))
+    emit(Degraded(reason))
+
+
+_TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent, Degraded)}
+
+
+def to_record(event: ThoughtEvent) -> dict:
+    return {"type": type(event).__name__, **asdict(event)}
+
+
+def from_record(record: dict) -> ThoughtEvent:
+    fields = dict(record)
+    return _TYPES[fields.pop("type")](**fields)

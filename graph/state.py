@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, TypedDict
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
+    from graph.cache import Cache
     from graph.collections import Collection
     from graph.llm import LLMClient
     from graph.mcp_client import DocumentClient
@@ -143,6 +144,26 @@ class Context:
     research_seconds: float = 60.0  # time budget for research rounds
     ledger_limit: int = 12  # evidence entries the answer may cite
     min_coverage: float = 0.6  # share of topic words a passage must contain for a factual answer (offline)
+    cache: "Cache | None" = None  # plan cache (routes, decompositions, rewrites made by the model)
+    cache_ttl_s: float = 3600.0
+    tenant: str = "anonymous"  # hashed API key: cached plans are never shared across keys
+    fingerprint: str = ""  # configuration and prompt version: a change invalidates cached plans
+
+    async def cached(self, kind: str, key: object, compute):
+        """`compute()` -> (value, usage), memoised in the plan cache under (kind, tenant, fingerprint, key)."""
+        from graph.cache import cache_key
+        from graph.state import Usage
+
+        if self.cache is None:
+            return await compute()
+        name = cache_key(kind, self.tenant, self.fingerprint, key)
+        hit = await self.cache.get(name)
+        if hit is not None:
+            return hit, Usage()
+        value, usage = await compute()
+        if value is not None:
+            await self.cache.set(name, value, self.cache_ttl_s)
+        return value, usage
 
     def display(self, name: str) -> str:
         return next((c.display_name for c in self.collections if c.name == name), name)

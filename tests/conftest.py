@@ -46,7 +46,9 @@ def service(docserver_url: str) -> Iterator[ServiceFactory]:
     started: list[ServerThread] = []
 
     def start(**overrides: object) -> str:
-        values: dict[str, object] = {"mcp_server_url": docserver_url, "llm_base_url": "", "keepalive_s": 1.0}
+        values: dict[str, object] = {
+            "mcp_server_url": docserver_url, "llm_base_url": "", "keepalive_s": 1.0, "response_cache": False,
+        }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)
         server = ServerThread(create_app(settings)).start()

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from langgraph.runtime import Runtime
 
 from graph import messages
-from graph.events import Step, emit
+from graph.events import degrade, Step, emit
 from graph.mcp_client import DocumentError
 from graph.state import Context, State
 
@@ -17,7 +17,7 @@ async def explore(state: State, runtime: Runtime[Context]) -> dict:
     try:
         refs = await ctx.docs.list_documents(route.search_query)
     except DocumentError as exc:
-        emit(Step(messages.line("failed", language, coll="list_documents", error=exc)))
+        degrade("documents", messages.line("failed", language, coll="list_documents", error=exc))
         return {"documents": []}
     refs = [r for r in refs if r.collection in route.collections]
     if not refs:

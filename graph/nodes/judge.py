@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
 from graph import messages
-from graph.events import Step, UsageEvent, emit
+from graph.events import degrade, Step, UsageEvent, emit
 from graph.llm import LLMError
 from graph.loop import coverage_verdict, refine, rules_verdict, stop_reason
 from graph.state import Context, State, Usage, Verdict
@@ -53,7 +53,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
             emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls))
             verdict = parse_verdict(result.text, labels)
         except (LLMError, ValueError, ValidationError) as exc:
-            emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
     if verdict is None:
         verdict = rules_verdict(tasks, covered)
     status = messages.status_label(verdict.status, language)

@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
 from graph import messages
-from graph.events import Step, UsageEvent, emit
+from graph.events import degrade, Step, UsageEvent, emit
 from graph.llm import LLMError
 from graph.loop import refine
 from graph.state import Context, ResearchTask, Route, State, Usage
@@ -89,18 +89,27 @@ async def decompose(state: State, ctx: Context) -> tuple[list[ResearchTask], Usa
     route, language = state["route"], state["language"]
     if ctx.llm is None or len(route.collections) < 2:
         return template_tasks(route, ctx), Usage()
-    sources = "\n".join(f"- {c.name}: {c.display_name} — {c.focus}" for c in ctx.collections if c.name in route.collections)
-    prompt = ctx.prompts.render("decompose", language, question=state["question"], sources=sources)
-    try:
-        result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=500)
-    except LLMError as exc:
-        emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
-        return template_tasks(route, ctx), Usage()
-    emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-    try:
-        return parse_decomposition(result.text, route, ctx), result.usage
-    except (ValueError, ValidationError):
-        return template_tasks(route, ctx), result.usage
+
+    async def ask() -> tuple[list[dict] | None, Usage]:
+        sources = "\n".join(
+            f"- {c.name}: {c.display_name} — {c.focus}" for c in ctx.collections if c.name in route.collections
+        )
+        prompt = ctx.prompts.render("decompose", language, question=state["question"], sources=sources)
+        try:
+            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=500)
+        except LLMError as exc:
+            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
+            return None, Usage()
+        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+        try:
+            return [t.model_dump() for t in parse_decomposition(result.text, route, ctx)], result.usage
+        except (ValueError, ValidationError):
+            return None, result.usage
+
+    value, usage = await ctx.cached("decompose", (state["question"], route.collections, language), ask)
+    if value is None:
+        return template_tasks(route, ctx), usage
+    return [ResearchTask.model_validate(t) for t in value], usage
 
 
 def with_findings(task: ResearchTask, state: State) -> ResearchTask:

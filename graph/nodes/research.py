@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from graph import messages
 from graph.citations import render_ledger
-from graph.events import Step, SubAgentStatus, UsageEvent, emit
+from graph.events import degrade, Step, SubAgentStatus, UsageEvent, emit
 from graph.extractive import select_facts
 from graph.llm import LLMError
 from graph.mcp_client import DocumentError
@@ -58,7 +58,7 @@ async def search(state: ResearchState, runtime: Runtime[Context]) -> dict:
         hits = await ctx.docs.search(task.collection, task.query)
     except DocumentError as exc:
         emit(SubAgentStatus(task.label, "failed", str(exc)))
-        emit(Step(messages.line("failed", language, coll=task.label, error=exc)))
+        degrade("documents", messages.line("failed", language, coll=task.label, error=exc))
         return {"evidence": [], "failed": [task.collection], "gaps": [messages.line("gap", language, coll=name, error=exc)]}
     return {"evidence": focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3)}
 
@@ -85,7 +85,7 @@ async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
             emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls))
             facts = parse_facts(result.text, evidence)[: ctx.facts_per_agent]
         except (LLMError, ValueError, ValidationError) as exc:
-            emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
     if facts is None:
         # a sub-agent researches a source the question named: its best sentences count, no relevance floor
         facts = select_facts(

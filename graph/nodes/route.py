@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
 from graph import messages
-from graph.events import Step, UsageEvent, emit
+from graph.events import degrade, Step, UsageEvent, emit
 from graph.llm import LLMError
 from graph.routing import focus_terms, heuristic_route, is_ambiguous, is_follow_up, standalone
 from graph.state import Context, QueryType, Route, State, Usage
@@ -35,18 +35,45 @@ def parse_route(text: str, ctx: Context, question: str) -> Route:
 async def rewrite_follow_up(state: State, ctx: Context) -> tuple[str, Usage]:
     question, history = state["question"], state.get("history", [])
     previous = next((t.content for t in reversed(history) if t.role == "user"), "")
-    if ctx.llm is not None:
-        convo = "\n".join(f"{t.role}: {t.content[:400]}" for t in history[-4:])
+    if ctx.llm is None:
+        return standalone(question, previous, ctx.collections), Usage()
+    convo = "\n".join(f"{t.role}: {t.content[:400]}" for t in history[-4:])
+
+    async def ask() -> tuple[str | None, Usage]:
         prompt = ctx.prompts.render("rewrite", state["language"], history=convo, question=question)
         try:
             result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=120)
-            emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-            text = result.text.strip().strip('"').splitlines()[0] if result.text.strip() else ""
-            if 3 <= len(text) <= 400:
-                return text, result.usage
         except LLMError as exc:
-            emit(Step(messages.line("llm_fallback", state["language"], error=type(exc).__name__)))
-    return standalone(question, previous, ctx.collections), Usage()
+            degrade("llm", messages.line("llm_fallback", state["language"], error=type(exc).__name__))
+            return None, Usage()
+        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+        text = result.text.strip().strip('"').splitlines()[0] if result.text.strip() else ""
+        return (text if 3 <= len(text) <= 400 else None), result.usage
+
+    text, usage = await ctx.cached("rewrite", (convo, question), ask)
+    return (text or standalone(question, previous, ctx.collections)), usage
+
+
+async def classify(question: str, language: str, ctx: Context) -> tuple[Route | None, Usage]:
+    """The fast model's route for an ambiguous question (plan-cached); None when it fails."""
+
+    async def ask() -> tuple[dict | None, Usage]:
+        options = "\n".join(f"- {c.name}: {c.focus}" for c in ctx.collections)
+        prompt = ctx.prompts.render("route", language, question=question, collections=options)
+        try:
+            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=150)
+        except LLMError as exc:
+            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
+            return None, Usage()
+        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+        try:
+            return parse_route(result.text, ctx, question).model_dump(), result.usage
+        except (ValueError, ValidationError) as exc:
+            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
+            return None, result.usage
+
+    value, usage = await ctx.cached("route", (question, language), ask)
+    return (Route.model_validate(value) if value else None), usage
 
 
 async def route(state: State, runtime: Runtime[Context]) -> dict:
@@ -59,16 +86,10 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
         emit(Step(messages.line("rewritten", language, question=question)))
     decision = heuristic_route(question, ctx.collections)
     if is_ambiguous(decision) and ctx.llm is not None:
-        options = "\n".join(f"- {c.name}: {c.focus}" for c in ctx.collections)
-        prompt = ctx.prompts.render("route", language, question=question, collections=options)
-        try:
-            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=150)
-            usage = usage + result.usage
-            emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-            decision = parse_route(result.text, ctx, question)
-        except (LLMError, ValueError, ValidationError) as exc:
-            emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
-            decision = decision.model_copy(update={"collections": [c.name for c in ctx.collections]})
+        by_model, spent = await classify(question, language, ctx)
+        usage = usage + spent
+        # on failure: all configured collections, never a single-collection guess
+        decision = by_model or decision.model_copy(update={"collections": [c.name for c in ctx.collections]})
     kind = messages.kind_label(decision.query_type, language)
     if decision.reason:
         emit(Step(messages.line("route_signal", language, kind=kind, signal=decision.reason)))

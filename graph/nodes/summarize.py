@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from graph import messages
 from graph.citations import order_evidence, render_ledger
-from graph.events import Step, UsageEvent, emit
+from graph.events import degrade, Step, UsageEvent, emit
 from graph.extractive import select_facts
 from graph.llm import LLMError
 from graph.state import Context, Evidence, Fact, Language, State, Usage
@@ -60,7 +60,7 @@ async def facts_for(
             # an empty list is the model's judgement that nothing is relevant: the question gets declined
             return parse_facts(result.text, ledger)[:limit], result.usage
         except (LLMError, ValueError, ValidationError) as exc:
-            emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
             return select_facts(query, ledger, limit, language=language, min_coverage=min_coverage), Usage()
     return select_facts(query, ledger, limit, language=language, min_coverage=min_coverage), Usage()
 

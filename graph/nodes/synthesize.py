@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from graph import messages
 from graph.claims import high_stakes, unsupported_claims
 from graph.citations import CitationFilter, order_evidence, render_ledger, render_sources
-from graph.events import AnswerDelta, SourceFound, Step, UsageEvent, emit
+from graph.events import degrade, AnswerDelta, SourceFound, Step, UsageEvent, emit
 from graph.extractive import template_answer
 from graph.llm import LLMError
 from graph.state import Context, Evidence, Fact, State, Usage
@@ -119,11 +119,12 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
             banner = ""
         except LLMError as exc:
             if answer.parts:
+                degrade("llm")
                 answer.close()
                 answer.write(messages.line("interrupted", language), check=False)
                 banner = ""
             else:
-                emit(Step(messages.line("llm_fallback", language, error=type(exc).__name__)))
+                degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
                 banner = messages.line("fallback_banner", language, error="upstream")
     if banner:
         answer.write(template_answer(facts, ledger, language, display, banner, _documents(state, ledger)))
