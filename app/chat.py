@@ -6,19 +6,31 @@ import asyncio
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
 
 from app.errors import APIError
+from app.observability import Metrics
 from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
 from app.services import Services
 from app.sse import ChunkRenderer
 from app.tasks import answer_task
 from graph import messages
 from graph.cache import cache_key
-from graph.events import AnswerDelta, Degraded, ErrorEvent, SourceFound, Step, ThoughtEvent, UsageEvent, from_record, to_record
+from graph.events import (
+    AnswerDelta,
+    Degraded,
+    ErrorEvent,
+    SourceFound,
+    Step,
+    ThoughtEvent,
+    UsageEvent,
+    from_record,
+    to_record,
+)
 from graph.language import detect_language
 from graph.runner import initial_state, run_pipeline
 from graph.state import Turn
@@ -100,21 +112,41 @@ def _sse(data: dict[str, Any]) -> dict[str, str]:
     return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
 
 
-async def stream_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent], include_usage: bool):
+async def stream_chat(
+    renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent], include_usage: bool, record: RequestRecord
+):
     """SSE payloads for sse-starlette: role chunk, think lines and answer as they come, finish, [DONE]."""
-    for chunk in renderer.start():
-        yield _sse(chunk)
-    failed = False
-    async for event in events:
-        failed = failed or isinstance(event, ErrorEvent)
-        for chunk in renderer.event(event):
+    outcome = "disconnected"
+    try:
+        for chunk in renderer.start():
             yield _sse(chunk)
-        if failed:
-            break
-    if not failed:
-        for chunk in renderer.finish(include_usage):
-            yield _sse(chunk)
-    yield {"data": "[DONE]"}
+        failed: ErrorEvent | None = None
+        async for event in events:
+            for chunk in renderer.event(event):
+                yield _sse(chunk)
+            if isinstance(event, ErrorEvent):
+                failed = event
+                break
+        if failed is None:
+            for chunk in renderer.finish(include_usage):
+                yield _sse(chunk)
+        yield {"data": "[DONE]"}
+        outcome = failed.kind if failed else "ok"
+    finally:
+        record.done(outcome, renderer)
+
+
+class RequestRecord:
+    """Metrics of one chat request, recorded once when it ends (however it ends)."""
+
+    def __init__(self, metrics: Metrics, kind: str, streamed: bool) -> None:
+        self.metrics, self.kind, self.streamed, self.started = metrics, kind, streamed, time.perf_counter()
+        metrics.in_flight.inc()
+
+    def done(self, outcome: str, renderer: ChunkRenderer) -> None:
+        self.metrics.in_flight.dec()
+        first = renderer.first_answer_at if self.streamed else None
+        self.metrics.finish(self.kind, outcome, self.started, renderer.usage, first)
 
 
 async def until_disconnected(request: Request, poll_s: float = 0.25) -> None:
@@ -122,16 +154,23 @@ async def until_disconnected(request: Request, poll_s: float = 0.25) -> None:
         await asyncio.sleep(poll_s)
 
 
-async def complete_chat(request: Request, renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent]) -> ChatCompletion:
+async def complete_chat(
+    request: Request, renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent], record: RequestRecord
+) -> ChatCompletion:
     """The non-streaming answer; a client that leaves cancels the pipeline (Starlette would not)."""
     work = asyncio.ensure_future(collect_chat(renderer, events))
     watch = asyncio.ensure_future(until_disconnected(request))
+    outcome = "disconnected"
     try:
         await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if work.done() and not work.cancelled():
+            error = work.exception()
+            outcome = (error.code or "server_error") if isinstance(error, APIError) else ("ok" if error is None else "server_error")
     finally:
         watch.cancel()
         if not work.done():
             work.cancel()
+        record.done(outcome, renderer)
     if work.cancelled():
         raise APIError(499, "client closed the request", code="client_closed")
     return work.result()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from app.errors import install_error_handlers
 from app.limits import BodyLimitMiddleware
+from app.observability import Metrics, RequestIdMiddleware, configure_logging, monitor_loop_lag
 from app.routes import router
 from app.services import Services
 from app.settings import Settings
@@ -16,20 +17,24 @@ from app.settings import Settings
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_json)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         app.state.services = await Services.start(settings)
+        lag = asyncio.create_task(monitor_loop_lag(app.state.metrics), name="loop-lag")
         try:
             yield
         finally:
+            lag.cancel()
             await app.state.services.aclose()
 
     app = FastAPI(title="NEO NL Agent", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
+    app.state.metrics = Metrics()
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
     app.include_router(router)
     return app
 

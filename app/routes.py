@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 
 from app.auth import bearer_token, check_api_key
-from graph.cache import tenant_of
 from app.chat import (
+    RequestRecord,
     complete_chat,
     conversation,
     new_renderer,
@@ -20,6 +22,7 @@ from app.chat import (
 from app.protocol import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
 from app.services import Services
 from app.tasks import detect_task
+from graph.cache import tenant_of
 
 router = APIRouter()
 _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 500)}
@@ -28,6 +31,9 @@ _STARTED = 1_735_689_600  # fixed `created` for the static model list
 
 def services(request: Request) -> Services:
     return request.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(services)]
 
 
 def _wants_openwebui_events(request: Request, svc: Services) -> bool:
@@ -54,7 +60,7 @@ async def list_models(request: Request) -> ModelList:
     dependencies=[Depends(check_api_key)],
     responses={200: {"content": {"text/event-stream": {}}}, **_ERRORS},
 )
-async def chat_completions(body: ChatCompletionRequest, request: Request, svc: Services = Depends(services)):
+async def chat_completions(body: ChatCompletionRequest, request: Request, svc: ServicesDep):
     validate(body, svc)
     turns = conversation(body)
     task = detect_task(body.model, request.headers.get("x-openwebui-task"), turns[-1].content, svc.settings)
@@ -64,10 +70,11 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
     else:
         events = pipeline_events(svc, turns, tenant_of(bearer_token(request)), body.model)
         renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
+    record = RequestRecord(request.app.state.metrics, "task" if task else "chat", body.stream)
     if not body.stream:
-        return await complete_chat(request, renderer, events)
+        return await complete_chat(request, renderer, events, record)
     return EventSourceResponse(
-        stream_chat(renderer, events, body.include_usage),
+        stream_chat(renderer, events, body.include_usage, record),
         ping=svc.settings.keepalive_s,
         sep="\n",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
@@ -80,6 +87,12 @@ async def health() -> dict[str, str]:
 
 
 @router.get("/health/ready")
-async def ready(svc: Services = Depends(services)) -> JSONResponse:
+async def ready(svc: ServicesDep) -> JSONResponse:
     report = await svc.readiness()
     return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request, svc: ServicesDep) -> Response:
+    body = request.app.state.metrics.render(svc.cache.hits, svc.cache.misses)
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

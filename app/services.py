@@ -32,7 +32,7 @@ class Services:
     embedded: Any = None  # docserver.embedded.EmbeddedServer when the reference server runs in-process
 
     @classmethod
-    async def start(cls, settings: Settings) -> "Services":
+    async def start(cls, settings: Settings) -> Services:
         collections = load_collections(settings.collections_file)
         embedded, url = None, settings.mcp_server_url.strip()
         if not url:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-from typing_extensions import Annotated
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +47,7 @@ class Settings(BaseSettings):
     keepalive_s: float = 5.0
     think_mode: Literal["tags", "reasoning_content", "off"] = "tags"
     log_level: str = "INFO"
+    log_json: bool = False  # one JSON object per log line (with request_id) for log shippers
 
     # Models exposed on /v1/models
     model_id: str = "neo-nl-agent"

@@ -6,6 +6,7 @@ uses the same rendering rules. Every piece of text passes the reasoning-tag neut
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, UsageInfo
@@ -34,6 +35,7 @@ class ChunkRenderer:
         self.answer: list[str] = []
         self._think_state = "closed" if think_mode == "off" else "new"  # new -> open -> closed
         self._answer_filter = TagNeutralizer()
+        self.first_answer_at: float | None = None  # perf_counter() of the first answer text
 
     # ------------------------------------------------------------ wire objects
     def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None) -> dict[str, Any]:
@@ -115,6 +117,8 @@ class ChunkRenderer:
     def _answer_text(self, text: str) -> list[dict[str, Any]]:
         if not text:
             return []
+        if self.first_answer_at is None:
+            self.first_answer_at = time.perf_counter()
         self.answer.append(text)
         return self.close_think() + [self._content(text)]
 

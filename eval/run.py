@@ -25,7 +25,7 @@ from docserver.corpus import BUNDLED_CORPUS, load_corpus
 from docserver.embedded import serve_in_background
 from graph import messages
 from graph.build import build_graph
-from graph.claims import claim_sentences, cited_numbers, supported
+from graph.claims import cited_numbers, claim_sentences, supported
 from graph.collections import load_collections
 from graph.llm import LLMClient
 from graph.mcp_client import DocumentClient
@@ -241,7 +241,7 @@ def _plot(summary: dict[str, Any], path: Path) -> Path | None:
     values = [summary[k] for k in keys]
     fig, ax = plt.subplots(figsize=(9, 4))
     bars = ax.bar(labels, values, color="#4c6ef5")
-    for key, bar in zip(keys, bars):
+    for key, bar in zip(keys, bars, strict=True):
         if key in TARGETS:
             ax.hlines(TARGETS[key], bar.get_x(), bar.get_x() + bar.get_width(), colors="#e03131", linewidth=2)
         ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 0.01, f"{bar.get_height():.2f}", ha="center")

@@ -7,7 +7,7 @@ user's language, never a prompt, JSON or raw model output.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from langgraph.config import get_stream_writer
 
@@ -66,7 +66,7 @@ class Degraded:
     reason: str
 
 
-ThoughtEvent = Union[Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent, Degraded]
+ThoughtEvent = Step | SubAgentStatus | SourceFound | AnswerDelta | UsageEvent | ErrorEvent | Degraded
 
 
 def emit(event: ThoughtEvent) -> None:

@@ -88,8 +88,7 @@ def standalone(question: str, previous: str, collections: list[Collection]) -> s
 
 
 _STOP_TOPIC = {"hoe", "wat", "wie", "welke", "waar", "wanneer", "en", "de", "het", "een", "van", "voor", "over", "in",
-               "op", "is", "zijn", "how", "what", "who", "which", "the", "a", "an", "of", "for", "about", "and", "is",
-               "are", "do", "does"}
+               "op", "is", "zijn", "how", "what", "who", "which", "the", "a", "an", "of", "for", "about", "and", "are", "do", "does"}
 
 
 def heuristic_route(question: str, collections: list[Collection]) -> Route:

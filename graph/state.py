@@ -76,7 +76,7 @@ class Usage(BaseModel):
     completion_tokens: int = 0
     calls: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
@@ -131,10 +131,10 @@ class State(TypedDict, total=False):
 class Context:
     """Run-scoped dependencies, injected as `runtime.context`."""
 
-    llm: "LLMClient | None"  # None = offline (extractive) mode
-    docs: "DocumentClient"
-    collections: "list[Collection]"
-    prompts: "Prompts"
+    llm: LLMClient | None  # None = offline (extractive) mode
+    docs: DocumentClient
+    collections: list[Collection]
+    prompts: Prompts
     top_k: int = 6
     max_facts: int = 8
     facts_per_agent: int = 4
@@ -144,7 +144,7 @@ class Context:
     research_seconds: float = 60.0  # time budget for research rounds
     ledger_limit: int = 12  # evidence entries the answer may cite
     min_coverage: float = 0.6  # share of topic words a passage must contain for a factual answer (offline)
-    cache: "Cache | None" = None  # plan cache (routes, decompositions, rewrites made by the model)
+    cache: Cache | None = None  # plan cache (routes, decompositions, rewrites made by the model)
     cache_ttl_s: float = 3600.0
     tenant: str = "anonymous"  # hashed API key: cached plans are never shared across keys
     fingerprint: str = ""  # configuration and prompt version: a change invalidates cached plans

@@ -153,6 +153,12 @@ def write_corpus(root: Path) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def no_persisted_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers here see only the fixture corpus, never documents ingested on this machine."""
+    monkeypatch.setenv("DOCSERVER_INDEX", str(tmp_path / "absent.sqlite3"))
+
+
 @pytest.fixture
 def corpus_dir(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "corpus")
@@ -402,7 +408,11 @@ async def test_search_collection_format(corpus_dir: Path) -> None:
         assert text == source["chunk_content"]
         meta = source["metadata"]
         assert set(source) == {"fileName", "fileId", "relevance", "metadata", "chunk_content"}
-        assert set(meta) == {"url", "title", "year", "collection", "doc_id", "chunk_index", "section", "kind"}
+        assert set(meta) == {
+            "url", "title", "year", "collection", "doc_id", "chunk_index", "section", "kind", "score", "matched_terms"
+        }
+        assert isinstance(meta["score"], float) and meta["score"] > 0 and round(meta["score"], 4) == meta["score"]
+        assert 0.0 < meta["matched_terms"] <= 1.0
         assert source["fileId"] == meta["doc_id"] and source["fileName"] == meta["title"]
         assert meta["collection"] == "iaea"
         assert text.startswith(f"[{meta['title']} — {meta['section']}]\n")
@@ -412,6 +422,8 @@ async def test_search_collection_format(corpus_dir: Path) -> None:
     assert first["metadata"]["year"] == 2016 and first["metadata"]["kind"] == "summary"
     assert first["metadata"]["url"] == "https://www.iaea.org/publications/11070"
     assert [s["relevance"] for s in sources] == sorted((s["relevance"] for s in sources), reverse=True)
+    assert [s["metadata"]["score"] for s in sources] == sorted((s["metadata"]["score"] for s in sources), reverse=True)
+    assert first["metadata"]["matched_terms"] == 1.0  # "GSR", "Part", "2" and "veiligheid" all occur
 
 
 @pytest.mark.asyncio

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.settings import Settings
+from app.settings import ROOT, Settings
 from graph.citations import CitationFilter, clean_citations
 from graph.collections import load_collections
 from graph.language import detect_language
 from graph.mcp_client import ToolOutput, parse_document_list, to_evidence
 from graph.routing import heuristic_route
 from graph.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
-from app.settings import ROOT
 
 COLLECTIONS = load_collections(ROOT / "graph" / "collections.json")
 

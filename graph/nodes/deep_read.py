@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph import messages
-from graph.events import degrade, Step, emit
+from graph.events import Step, degrade, emit
 from graph.mcp_client import DocumentError
 from graph.state import Context, Evidence, State
 

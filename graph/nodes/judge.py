@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
 from graph import messages
-from graph.events import degrade, Step, UsageEvent, emit
+from graph.events import Step, UsageEvent, degrade, emit
 from graph.llm import LLMError
 from graph.loop import coverage_verdict, refine, rules_verdict, stop_reason
 from graph.state import Context, State, Usage, Verdict

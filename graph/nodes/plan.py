@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
 from graph import messages
-from graph.events import degrade, Step, UsageEvent, emit
+from graph.events import Step, UsageEvent, degrade, emit
 from graph.llm import LLMError
 from graph.loop import refine
 from graph.state import Context, ResearchTask, Route, State, Usage

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from graph import messages
 from graph.citations import render_ledger
-from graph.events import degrade, Step, SubAgentStatus, UsageEvent, emit
+from graph.events import Step, SubAgentStatus, UsageEvent, degrade, emit
 from graph.extractive import select_facts
 from graph.llm import LLMError
 from graph.mcp_client import DocumentError

@@ -10,7 +10,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
 from graph import messages
-from graph.events import degrade, Step, UsageEvent, emit
+from graph.events import Step, UsageEvent, degrade, emit
 from graph.llm import LLMError
 from graph.routing import focus_terms, heuristic_route, is_ambiguous, is_follow_up, standalone
 from graph.state import Context, QueryType, Route, State, Usage

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from graph import messages
 from graph.citations import order_evidence, render_ledger
-from graph.events import degrade, Step, UsageEvent, emit
+from graph.events import Step, UsageEvent, degrade, emit
 from graph.extractive import select_facts
 from graph.llm import LLMError
 from graph.state import Context, Evidence, Fact, Language, State, Usage

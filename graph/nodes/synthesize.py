@@ -8,9 +8,9 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph import messages
-from graph.claims import high_stakes, unsupported_claims
 from graph.citations import CitationFilter, order_evidence, render_ledger, render_sources
-from graph.events import degrade, AnswerDelta, SourceFound, Step, UsageEvent, emit
+from graph.claims import high_stakes, unsupported_claims
+from graph.events import AnswerDelta, SourceFound, Step, UsageEvent, degrade, emit
 from graph.extractive import template_answer
 from graph.llm import LLMError
 from graph.state import Context, Evidence, Fact, State, Usage

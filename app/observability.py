@@ -1,0 +1,119 @@
+"""Observability: request ids, JSON logs, Prometheus metrics and an event-loop lag monitor."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import re
+import time
+import uuid
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from pythonjsonlogger.json import JsonFormatter
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+_VALID_ID = re.compile(r"^[\w.:-]{1,64}$")
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        return True
+
+
+def configure_logging(level: str, json_logs: bool) -> None:
+    handler = logging.StreamHandler()
+    handler.addFilter(_RequestIdFilter())
+    if json_logs:
+        handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s"))
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("httpx", "httpx2", "mcp.client.streamable_http", "mcp.server.streamable_http_manager"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+class RequestIdMiddleware:
+    """Takes a well-formed incoming X-Request-Id or makes one; sets it for logs and on the response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        incoming = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
+        rid = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
+        token = request_id.set(rid)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = list(message["headers"]) + [(b"x-request-id", rid.encode())]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            request_id.reset(token)
+
+
+class Metrics:
+    """Prometheus metrics of one app (own registry, so several apps can live in one process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("neo_requests", "Chat requests", ["kind", "outcome"], registry=r)
+        self.latency = Histogram(
+            "neo_request_seconds", "Chat request duration", ["kind"], registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160),
+        )
+        self.first_answer = Histogram(
+            "neo_first_answer_token_seconds", "Time to the first answer token (streaming)", registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40),
+        )
+        self.upstream_calls = Counter("neo_upstream_calls", "Upstream LLM calls", registry=r)
+        self.tokens = Counter("neo_upstream_tokens", "Upstream LLM tokens", ["kind"], registry=r)
+        self.errors = Counter("neo_errors", "Errors by kind", ["kind"], registry=r)
+        self.cache = Gauge("neo_cache_lookups", "Response and plan cache lookups since start", ["result"], registry=r)
+        self.loop_lag = Gauge("neo_event_loop_lag_seconds", "Largest event-loop lag in the last second", registry=r)
+        self.loop_lag_max = Gauge("neo_event_loop_lag_max_seconds", "Largest event-loop lag since start", registry=r)
+        self.in_flight = Gauge("neo_requests_in_flight", "Chat requests being answered", registry=r)
+
+    def render(self, cache_hits: int, cache_misses: int) -> bytes:
+        self.cache.labels("hit").set(cache_hits)
+        self.cache.labels("miss").set(cache_misses)
+        return generate_latest(self.registry)
+
+    def finish(self, kind: str, outcome: str, started: float, usage, first_answer_at: float | None) -> None:
+        """Record one finished chat request (`usage` is the protocol UsageInfo summed over upstream calls)."""
+        self.requests.labels(kind, outcome).inc()
+        self.latency.labels(kind).observe(time.perf_counter() - started)
+        if first_answer_at is not None:
+            self.first_answer.observe(first_answer_at - started)
+        self.upstream_calls.inc(usage.upstream_calls)
+        self.tokens.labels("prompt").inc(usage.prompt_tokens)
+        self.tokens.labels("completion").inc(usage.completion_tokens)
+        if outcome != "ok":
+            self.errors.labels(outcome).inc()
+
+
+async def monitor_loop_lag(metrics: Metrics, interval_s: float = 0.05) -> None:
+    """Measures how late the event loop wakes a sleeping task: blocking work shows up here."""
+    loop = asyncio.get_running_loop()
+    window_max, window_start, overall = 0.0, time.monotonic(), 0.0
+    while True:
+        before = loop.time()
+        await asyncio.sleep(interval_s)
+        lag = max(0.0, loop.time() - before - interval_s)
+        window_max, overall = max(window_max, lag), max(overall, lag)
+        if time.monotonic() - window_start >= 1.0:
+            metrics.loop_lag.set(window_max)
+            metrics.loop_lag_max.set(overall)
+            window_max, window_start = 0.0, time.monotonic()

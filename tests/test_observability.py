@@ -1,0 +1,35 @@
+"""Request ids, Prometheus metrics and logs that never contain API keys."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.conftest import QUESTION
+
+
+def test_request_id_is_echoed_or_created(service) -> None:
+    base = service()
+    given = httpx.get(base + "/health", headers={"X-Request-Id": "abc-123"})
+    assert given.headers["x-request-id"] == "abc-123"
+    made = httpx.get(base + "/health", headers={"X-Request-Id": "bad id with spaces"})
+    assert made.headers["x-request-id"] != "bad id with spaces" and len(made.headers["x-request-id"]) == 32
+
+
+def test_metrics_count_requests_and_loop_lag(service) -> None:
+    base = service()
+    for stream in (True, False):
+        httpx.post(base + "/v1/chat/completions", timeout=30,
+                   json={"model": "neo-nl-agent", "stream": stream, "messages": [{"role": "user", "content": QUESTION}]})
+    text = httpx.get(base + "/metrics").text
+    assert 'neo_requests_total{kind="chat",outcome="ok"} 2.0' in text
+    assert "neo_request_seconds_bucket" in text and "neo_first_answer_token_seconds_count 1.0" in text
+    assert "neo_event_loop_lag_seconds" in text and "neo_upstream_calls_total 0.0" in text
+
+
+def test_api_keys_never_reach_the_logs(service, capfd) -> None:
+    base = service(api_keys=["s3cret-key-value"], log_level="DEBUG", log_json=True)
+    httpx.post(base + "/v1/chat/completions", timeout=30, headers={"Authorization": "Bearer s3cret-key-value"},
+               json={"model": "neo-nl-agent", "messages": [{"role": "user", "content": QUESTION}]})
+    httpx.get(base + "/v1/models", headers={"Authorization": "Bearer wrong-key-value"})
+    out, err = capfd.readouterr()
+    assert "s3cret-key-value" not in out + err and "wrong-key-value" not in out + err
