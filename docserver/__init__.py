@@ -1,15 +1,20 @@
-"""Reference MCP document server for NEO NL: the genai-utils tool contract over a bundled corpus."""
+"""Reference MCP document server for NEO NL: the genai-utils tool contract over a bundled corpus
+plus documents ingested into a persisted index (``python -m docserver ingest``)."""
 
 from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, load_collections, load_corpus
 from .index import Hit, Index
+from .store import DocumentStore, load_documents, resolve_index_path
 
 __all__ = [
     "BUNDLED_CORPUS",
     "Chunk",
     "Collection",
     "Document",
+    "DocumentStore",
     "Hit",
     "Index",
     "load_collections",
     "load_corpus",
+    "load_documents",
+    "resolve_index_path",
 ]

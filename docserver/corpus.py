@@ -7,8 +7,9 @@ Layout::
 
 Each ``## `` section of a body becomes one chunk.  The part before the first
 ``## `` (the H1 and the "samenvatting in eigen woorden" disclaimer) is not a
-chunk; the disclaimer is kept on the document.  Other sources (e.g. ingested
-law texts) only need to produce ``Document`` objects to be indexed as well.
+chunk; the disclaimer is kept on the document.  Other sources (ingested law
+texts, see ``ingest.py``) only need to produce ``Document`` objects to be
+indexed as well.
 """
 
 import json
@@ -24,6 +25,7 @@ __all__ = [
     "load_collections",
     "load_corpus",
     "parse_document",
+    "split_front_matter",
 ]
 
 BUNDLED_CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -44,6 +46,7 @@ class Chunk:
     title: str
     section: str
     text: str
+    url: str | None = None  # a deep link (one article of a law); the document's url when None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +92,7 @@ def load_corpus(corpus_dir: Path | str) -> list[Document]:
 
 def parse_document(source: str, *, collection: str, default_id: str) -> Document:
     """Parse one Markdown file (front matter + body) into a chunked ``Document``."""
-    meta, body = _split_front_matter(source)
+    meta, body = split_front_matter(source)
     doc_id = meta.get("doc_id") or default_id
     heading, disclaimer, sections = _split_sections(body)
     title = meta.get("title") or heading or doc_id
@@ -112,7 +115,8 @@ def parse_document(source: str, *, collection: str, default_id: str) -> Document
     )
 
 
-def _split_front_matter(source: str) -> tuple[dict[str, str], str]:
+def split_front_matter(source: str) -> tuple[dict[str, str], str]:
+    """(``key: value`` pairs of a leading ``---`` block, the rest of the text)."""
     lines = source.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}, "\n".join(lines)

@@ -54,7 +54,7 @@ class EmbeddedServer:
         self._server.should_exit = True
         try:
             await asyncio.wait_for(asyncio.shield(self._task), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._server.force_exit = True
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -78,15 +78,19 @@ async def serve_in_background(
     allowed_hosts: Sequence[str] | None = None,
     app: ASGIApp | None = None,
     startup_timeout: float = 30.0,
+    index_path: Path | str | None = None,
 ) -> EmbeddedServer:
     """Start the server as a task in the running event loop and wait until it accepts connections.
 
     The socket is bound here, so ``port=0`` picks a free port that is known
     before uvicorn starts.  uvicorn installs no signal handlers and no logging
-    configuration.  ``app`` replaces the default ``create_app(...)``.
+    configuration.  ``app`` replaces the default ``create_app(...)``, which
+    serves ``corpus_dir`` plus the persisted index at ``index_path`` (see ``store.py``).
     """
     if app is None:
-        app = create_app(corpus_dir, read_document=read_document, host=host, allowed_hosts=allowed_hosts)
+        app = create_app(
+            corpus_dir, read_document=read_document, host=host, allowed_hosts=allowed_hosts, index_path=index_path
+        )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

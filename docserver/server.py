@@ -6,6 +6,7 @@ production server: the NEO NL client talks to either with the same code.
 * ``list_documents(query)`` -> one Markdown TextContent (titles per collection)
 * ``search_collection(query, collection)`` -> one TextContent per chunk plus an
   EmbeddedResource ``neo-nl://sources`` (JSON) whose ``sources[i]`` describes chunk i
+  (``metadata.score`` and ``metadata.matched_terms`` are additions of this server)
 * ``read_document(doc_id, collection, query=None)`` -> the document text
   (with ``query``: only its most relevant sections, plus the sources resource)
 
@@ -27,7 +28,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from .corpus import BUNDLED_CORPUS, Chunk, Document
+from .corpus import Chunk, Document
 from .index import Hit, Index
 
 try:  # mcp >= 2
@@ -77,13 +78,14 @@ def chunk_text(chunk: Chunk) -> str:
     return f"[{header}]\n{chunk.text}"
 
 
-def _source(document: Document, chunk: Chunk, relevance: float) -> dict[str, Any]:
+def _source(hit: Hit) -> dict[str, Any]:
+    document, chunk = hit.document, hit.chunk
     return {
         "fileName": document.title,
         "fileId": document.doc_id,
-        "relevance": relevance,
+        "relevance": hit.relevance,
         "metadata": {
-            "url": document.url,
+            "url": chunk.url or document.url,
             "title": document.title,
             "year": document.year,
             "collection": document.collection,
@@ -91,13 +93,16 @@ def _source(document: Document, chunk: Chunk, relevance: float) -> dict[str, Any
             "chunk_index": chunk.chunk_index,
             "section": chunk.section,
             "kind": document.kind,
+            # Raw BM25 score and query-term coverage: lets a client decline what the corpus cannot answer.
+            "score": round(hit.score, 4),
+            "matched_terms": hit.matched_terms,
         },
         "chunk_content": chunk_text(chunk),
     }
 
 
 def _sources_resource(hits: Sequence[Hit]) -> EmbeddedResource:
-    payload = {"fileCitations": True, "sources": [_source(h.document, h.chunk, h.relevance) for h in hits]}
+    payload = {"fileCitations": True, "sources": [_source(h) for h in hits]}
     return EmbeddedResource(
         type="resource",
         resource=TextResourceContents(
@@ -270,13 +275,16 @@ def create_app(
     host: str = "127.0.0.1",
     allowed_hosts: Sequence[str] | None = None,
     index: Index | None = None,
+    index_path: Path | str | None = None,
 ) -> Starlette:
     """ASGI app: MCP streamable HTTP at ``/mcp`` and ``GET /health``.
 
-    The index is built once, here.  Pass ``index`` to reuse one already built.
+    The index is built once, here, from ``corpus_dir`` (default: the bundled corpus) plus the
+    documents ingested into ``index_path`` (default: ``$DOCSERVER_INDEX`` or the per-user cache,
+    see ``store.py``).  Pass ``index`` to reuse one already built.
     """
     if index is None:
-        index = Index.from_directory(corpus_dir if corpus_dir is not None else BUNDLED_CORPUS)
+        index = Index.load(corpus_dir, index_path=index_path)
     logger.info(
         "%d documents, %d chunks in collections %s",
         len(index.documents()),

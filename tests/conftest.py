@@ -4,6 +4,8 @@ real loopback HTTP."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +18,10 @@ from docserver.server import create_app as create_docserver
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.servers import ServerThread
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(os.environ.get("NEO_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
+
+# A developer's persisted document index (python -m docserver ingest) must not leak into the tests.
+os.environ["DOCSERVER_INDEX"] = str(Path(tempfile.mkdtemp(prefix="neo-nl-test-")) / "index.sqlite3")
 QUESTION = "Wanneer vervalt de vergunning van kerncentrale Borssele?"
 
 
