@@ -404,7 +404,7 @@ async def test_search_collection_format(corpus_dir: Path) -> None:
     texts, sources = split_result(result)
     assert 1 <= len(texts) <= 10
     assert len(texts) == len(sources)
-    for text, source in zip(texts, sources):
+    for text, source in zip(texts, sources, strict=True):
         assert text == source["chunk_content"]
         meta = source["metadata"]
         assert set(source) == {"fileName", "fileId", "relevance", "metadata", "chunk_content"}
