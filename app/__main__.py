@@ -14,7 +14,22 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     sub.add_parser("graph", help="print the compiled LangGraph pipeline as a Mermaid diagram")
+    ask = sub.add_parser("ask", help="stream one question to the terminal")
+    ask.add_argument("question")
+    ask.add_argument("--url", help="service base URL (default http://HOST:PORT/v1)")
+    ask.add_argument("--model", default="neo-nl-agent")
+    ask.add_argument("--api-key", default="", help="bearer key (default: the first of API_KEYS)")
+    ask.add_argument("--local", action="store_true", help="run the service in-process instead")
     args = parser.parse_args(argv)
+
+    if args.command == "ask":
+        from app.cli import ask as run_ask
+        from app.settings import Settings
+
+        settings = Settings()
+        url = args.url or f"http://{settings.host}:{settings.port}/v1"
+        key = args.api_key or (settings.api_keys[0] if settings.api_keys else "")
+        raise SystemExit(run_ask(args.question, url=url, api_key=key, model=args.model, local=args.local))
 
     if args.command == "graph":
         from graph.build import mermaid

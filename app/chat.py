@@ -64,6 +64,13 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
         raise APIError(404, f"The model '{request.model}' does not exist", param="model", code="model_not_found")
     if request.n not in (None, 1):
         raise APIError(400, "only n=1 is supported", param="n")
+    if len(request.messages) > settings.max_messages:
+        raise APIError(400, f"at most {settings.max_messages} messages are accepted", param="messages")
+    for i, message in enumerate(request.messages):
+        if len(message.text()) > settings.max_message_chars:
+            raise APIError(
+                400, f"message {i} is longer than {settings.max_message_chars} characters", param=f"messages.{i}.content"
+            )
 
 
 _REPLAYED = (Step, SourceFound, AnswerDelta)

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from app.errors import install_error_handlers
 from app.limits import BodyLimitMiddleware
 from app.observability import Metrics, RequestIdMiddleware, configure_logging, monitor_loop_lag
+from app.ratelimit import RateLimiter
 from app.routes import router
 from app.services import Services
 from app.settings import Settings
@@ -32,6 +33,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(title="NEO NL Agent", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
     app.state.metrics = Metrics()
+    app.state.rate_limiter = RateLimiter(settings.rate_limit, settings.redis_url) if settings.rate_limit else None
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)

@@ -20,12 +20,13 @@ from app.chat import (
     validate,
 )
 from app.protocol import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
+from app.ratelimit import rate_limit
 from app.services import Services
 from app.tasks import detect_task
 from graph.cache import tenant_of
 
 router = APIRouter()
-_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 500)}
+_ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 429, 500)}
 _STARTED = 1_735_689_600  # fixed `created` for the static model list
 
 
@@ -57,7 +58,7 @@ async def list_models(request: Request) -> ModelList:
 @router.post(
     "/v1/chat/completions",
     response_model=ChatCompletion,
-    dependencies=[Depends(check_api_key)],
+    dependencies=[Depends(check_api_key), Depends(rate_limit)],
     responses={200: {"content": {"text/event-stream": {}}}, **_ERRORS},
 )
 async def chat_completions(body: ChatCompletionRequest, request: Request, svc: ServicesDep):

@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     port: int = 8000
     request_timeout_s: float = 180.0
     max_body_bytes: int = 1_000_000
+    max_messages: int = 200
+    max_message_chars: int = 32_000
+    rate_limit: str = ""  # e.g. "60/minute" per API key (per client address without a key); empty = off
     keepalive_s: float = 5.0
     think_mode: Literal["tags", "reasoning_content", "off"] = "tags"
     log_level: str = "INFO"

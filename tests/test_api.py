@@ -258,3 +258,28 @@ def test_stream_passes_the_official_schema_validator(offline: str) -> None:
         input=completion, capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rate_limit_per_key(service) -> None:
+    base = service(rate_limit="2/minute")
+    for key, expected in [("a", 200), ("a", 200), ("a", 429), ("b", 200)]:
+        response = post(base, chat("Wat is INSAG-4?", stream=False), headers={"Authorization": f"Bearer {key}"})
+        assert response.status_code == expected
+    limited = post(base, chat("Wat is INSAG-4?", stream=False), headers={"Authorization": "Bearer a"})
+    assert limited.json()["error"]["code"] == "rate_limit_exceeded" and int(limited.headers["retry-after"]) >= 1
+    assert httpx.get(base + "/v1/models").status_code == 200  # only chat completions are limited
+
+
+def test_message_count_and_length_limits(service) -> None:
+    base = service(max_messages=3, max_message_chars=100)
+    many = {"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}] * 4}
+    assert post(base, many).json()["error"]["param"] == "messages"
+    long = chat("y" * 101, stream=False)
+    response = post(base, long)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "messages.0.content"
+
+
+def test_cors_is_off_by_default(offline: str) -> None:
+    response = httpx.options(offline + "/v1/chat/completions",
+                             headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+    assert "access-control-allow-origin" not in response.headers

@@ -1,0 +1,83 @@
+"""`python -m app ask "..."`: stream one question to the terminal (think lines dimmed, answer, sources).
+
+Talks to a running service (`--url`, default http://HOST:PORT/v1); with `--local`, or when nothing answers
+there, it starts the service in-process on a free port first.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import threading
+import time
+from typing import TextIO
+
+import httpx
+import uvicorn
+from httpx_sse import connect_sse
+
+DIM, RESET = "\033[2m", "\033[0m"
+
+
+def _start_local() -> tuple[str, uvicorn.Server]:
+    from app.main import create_app
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(), log_level="warning", lifespan="on"))
+    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the local service did not start")
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}/v1", server
+
+
+def _reachable(url: str) -> bool:
+    try:
+        return httpx.get(url.rstrip("/") + "/models", timeout=2).status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: TextIO = sys.stdout) -> int:
+    server = None
+    if local or not _reachable(url):
+        url, server = _start_local()
+    color = out.isatty()
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {"model": model, "stream": True, "messages": [{"role": "user", "content": question}]}
+    state = "before"  # before -> think -> answer
+    try:
+        with httpx.Client(timeout=httpx.Timeout(30, read=300)) as client:
+            with connect_sse(client, "POST", url.rstrip("/") + "/chat/completions", json=body, headers=headers) as sse:
+                if sse.response.status_code != 200:
+                    sse.response.read()
+                    print(f"error {sse.response.status_code}: {sse.response.text}", file=sys.stderr)
+                    return 1
+                for event in sse.iter_sse():
+                    if event.data == "[DONE]":
+                        break
+                    chunk = json.loads(event.data)
+                    if "error" in chunk:
+                        print(f"\nerror: {chunk['error'].get('message')}", file=sys.stderr)
+                        return 1
+                    for choice in chunk.get("choices") or []:
+                        text = (choice.get("delta") or {}).get("content") or ""
+                        if state == "before" and text.startswith("<think>"):
+                            state, text = "think", text[len("<think>"):].lstrip("\n")
+                            out.write(DIM if color else "")
+                        if state == "think" and "</think>" in text:
+                            thought, text = text.split("</think>", 1)
+                            out.write(thought + (RESET if color else "") + "\n")
+                            state, text = "answer", text.lstrip("\n")
+                        out.write(text)
+                        out.flush()
+        out.write("\n")
+        return 0
+    finally:
+        if server is not None:
+            server.should_exit = True
