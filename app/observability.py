@@ -85,8 +85,10 @@ class Metrics:
         self.loop_lag = Gauge("neo_event_loop_lag_seconds", "Largest event-loop lag in the last second", registry=r)
         self.loop_lag_max = Gauge("neo_event_loop_lag_max_seconds", "Largest event-loop lag since start", registry=r)
         self.in_flight = Gauge("neo_requests_in_flight", "Chat requests being answered", registry=r)
+        self.tasks = Gauge("neo_asyncio_tasks", "asyncio tasks alive in the service's event loop", registry=r)
 
     def render(self, cache_hits: int, cache_misses: int) -> bytes:
+        self.tasks.set(len(asyncio.all_tasks()))
         self.cache.labels("hit").set(cache_hits)
         self.cache.labels("miss").set(cache_misses)
         return generate_latest(self.registry)

@@ -103,7 +103,8 @@ async def decompose(state: State, ctx: Context) -> tuple[list[ResearchTask], Usa
         emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
         try:
             return [t.model_dump() for t in parse_decomposition(result.text, route, ctx)], result.usage
-        except (ValueError, ValidationError):
+        except (ValueError, ValidationError) as exc:
+            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
             return None, result.usage
 
     value, usage = await ctx.cached("decompose", (state["question"], route.collections, language), ask)
