@@ -60,7 +60,7 @@ def conversation(request: ChatCompletionRequest) -> list[Turn]:
 
 def validate(request: ChatCompletionRequest, services: Services) -> None:
     settings = services.settings
-    if request.model not in (settings.model_id, settings.lite_model_id):
+    if request.model not in (settings.model_id, settings.lite_model_id) and not settings.accept_any_model:
         raise APIError(404, f"The model '{request.model}' does not exist", param="model", code="model_not_found")
     if request.n not in (None, 1):
         raise APIError(400, "only n=1 is supported", param="n")

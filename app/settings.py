@@ -54,6 +54,7 @@ class Settings(BaseSettings):
 
     # Models exposed on /v1/models
     model_id: str = "neo-nl-agent"
+    accept_any_model: bool = False  # test mode (fuzzing): unknown model ids are served by the main model
     lite_model_id: str = "neo-nl-agent-lite"
 
     # Open WebUI background tasks: regexes on the last user message (multiline)
