@@ -103,3 +103,38 @@ class InlineReasoningSplitter:
         if self._state == "inside":
             return rest, ""
         return "", rest
+
+
+class LeakFilter:
+    """Streaming filter that redacts verbatim lines of the system prompt from the model's answer.
+
+    A planted instruction in a document may ask the model to reveal its instructions; whatever the model
+    does, no prompt line of 30 characters or more reaches the user. A tail that may be the start of such a
+    line is held back until the next delta decides it.
+    """
+
+    def __init__(self, prompt: str, min_len: int = 30) -> None:
+        self.secrets = [line.strip(" -*") for line in prompt.splitlines() if len(line.strip(" -*")) >= min_len]
+        self._pending = ""
+
+    def _held(self, text: str) -> int:
+        """Length of the longest tail of `text` that is a prefix of a secret line."""
+        best = 0
+        for secret in self.secrets:
+            for size in range(min(len(secret) - 1, len(text)), best, -1):
+                if secret.startswith(text[-size:]):
+                    best = size
+                    break
+        return best
+
+    def feed(self, delta: str) -> str:
+        text = self._pending + delta
+        for secret in self.secrets:
+            text = text.replace(secret, "[…]")
+        held = self._held(text)
+        self._pending = text[len(text) - held:] if held else ""
+        return text[: len(text) - held] if held else text
+
+    def flush(self) -> str:
+        rest, self._pending = self._pending, ""
+        return rest

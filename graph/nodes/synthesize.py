@@ -13,6 +13,7 @@ from graph.claims import high_stakes, unsupported_claims
 from graph.events import AnswerDelta, SourceFound, Step, UsageEvent, degrade, emit
 from graph.extractive import template_answer
 from graph.llm import LLMError
+from graph.sanitize import LeakFilter
 from graph.state import Context, Evidence, Fact, State, Usage
 
 
@@ -57,18 +58,19 @@ def _check_claims(ctx: Context, question: str, collections: list[str]) -> bool:
 class _Answer:
     """Collects the answer while emitting it; citation markers pass the ledger check first."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, system_prompt: str = "") -> None:
         self.filter = CitationFilter(size)
+        self.leak = LeakFilter(system_prompt)
         self.parts: list[str] = []
 
     def write(self, text: str, *, check: bool = True) -> None:
-        out = self.filter.feed(text) if check else text
+        out = self.filter.feed(self.leak.feed(text)) if check else text
         if out:
             self.parts.append(out)
             emit(AnswerDelta(out))
 
     def close(self) -> None:
-        self.write(self.filter.flush(), check=False)
+        self.write(self.filter.feed(self.leak.flush()) + self.filter.flush(), check=False)
 
     @property
     def text(self) -> str:
@@ -83,8 +85,12 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     if ledger and verdict and verdict.missing and state.get("stop_reason") != "sufficient":
         gaps = gaps + [messages.line("not_found", language, missing=", ".join(verdict.missing))]
     display = {c.name: c.display_name for c in ctx.collections}
-    answer = _Answer(len(ledger))
     usage = Usage()
+    system = ""
+    if ctx.llm is not None:
+        style = ctx.prompts.render(f"style_{route.query_type}", language)
+        system = ctx.prompts.render("synthesize_system", language, style=style)
+    answer = _Answer(len(ledger), system)
 
     for n, e in enumerate(ledger, 1):
         emit(SourceFound(n, e.title, e.collection, e.url, e.id, e.text[:500]))
@@ -98,8 +104,6 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     emit(Step(messages.line("writing", language, n=len(ledger))))
     banner = messages.line("offline_banner", language)
     if ctx.llm is not None:
-        style = ctx.prompts.render(f"style_{route.query_type}", language)
-        system = ctx.prompts.render("synthesize_system", language, style=style)
         user = ctx.prompts.render(
             "synthesize",
             language,
