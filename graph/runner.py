@@ -7,6 +7,8 @@ non-streaming HTTP paths both go through `run_pipeline`.
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator
 
 from graph.events import ThoughtEvent
@@ -14,6 +16,26 @@ from graph.language import detect_language
 from graph.state import Context, State, Turn, Usage
 
 _END = object()
+log = logging.getLogger(__name__)
+
+
+class NodeTimings:
+    """Wall time per node name (summed over parallel branches and rounds), from LangGraph task events."""
+
+    def __init__(self) -> None:
+        self._started: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
+
+    def observe(self, namespace: tuple[str, ...], task: dict) -> None:
+        name = "/".join([*(part.split(":")[0] for part in namespace), task["name"]])
+        if "input" in task:
+            self._started[task["id"]] = time.perf_counter()
+        elif task["id"] in self._started:
+            elapsed = time.perf_counter() - self._started.pop(task["id"])
+            self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
+
+    def summary(self) -> dict[str, float]:
+        return {name: round(value, 4) for name, value in sorted(self.seconds.items())}
 
 
 def initial_state(turns: list[Turn]) -> State:
@@ -39,15 +61,22 @@ async def run_pipeline(
     an anyio cancel scope around the consumer (as in sse-starlette)."""
     queue: asyncio.Queue[object] = asyncio.Queue()
 
+    timings = NodeTimings()
+
     async def pump() -> None:
         try:
-            # subgraphs=True: custom events of the research sub-agents reach the stream too
+            # subgraphs=True: custom events of the research sub-agents reach the stream too;
+            # "tasks" marks node starts and ends, which gives the per-node timings for the log
             config = {"max_concurrency": max_concurrency, "recursion_limit": 50}
-            async for _namespace, event in graph.astream(
-                state, config, context=context, stream_mode="custom", subgraphs=True
+            async for namespace, mode, chunk in graph.astream(
+                state, config, context=context, stream_mode=["custom", "tasks"], subgraphs=True
             ):
-                queue.put_nowait(event)
+                if mode == "custom":
+                    queue.put_nowait(chunk)
+                else:
+                    timings.observe(namespace, chunk)
             queue.put_nowait(_END)
+            log.info("pipeline finished", extra={"node_seconds": timings.summary()})
         except Exception as exc:  # handed to the consumer, which decides how to report it
             queue.put_nowait(exc)
 

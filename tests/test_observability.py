@@ -33,3 +33,16 @@ def test_api_keys_never_reach_the_logs(service, capfd) -> None:
     httpx.get(base + "/v1/models", headers={"Authorization": "Bearer wrong-key-value"})
     out, err = capfd.readouterr()
     assert "s3cret-key-value" not in out + err and "wrong-key-value" not in out + err
+
+
+def test_json_logs_carry_request_id_and_node_timings(service, capfd) -> None:
+    import json as _json
+
+    base = service(log_json=True)
+    httpx.post(base + "/v1/chat/completions", timeout=30, headers={"X-Request-Id": "rid-42"},
+               json={"model": "neo-nl-agent", "messages": [{"role": "user", "content": QUESTION}]})
+    _, err = capfd.readouterr()
+    records = [_json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    finished = [r for r in records if r.get("message") == "pipeline finished"]
+    assert finished and finished[-1]["request_id"] == "rid-42"
+    assert {"route", "plan", "research/search", "summarize", "synthesize"} <= set(finished[-1]["node_seconds"])
