@@ -19,6 +19,7 @@ so the same corpus always gives the same splits.
 
 import logging
 import math
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,16 @@ HEADER_BOOST = 3
 PART_WEIGHT = 0.5
 
 Term = tuple[frozenset[str], float]  # the stems of one token and its weight
+
+# A query that names an article ("artikel 15a", "article 7") ranks the chunk *of* that article (ingested law
+# texts are chunked per article) above chunks that merely mention it, such as summaries quoting it.
+ARTICLE_REF = re.compile(r"\b(?:artikel|art\.|article)\s+(\d+[a-z]?(?:\.\d+[a-z]?)*)", re.IGNORECASE)
+ARTICLE_BOOST = 2.0
+
+
+def _article_of(chunk: Chunk) -> str | None:
+    match = re.match(r"\s*(?:artikel|article)\s+(\d+[a-z]?(?:\.\d+[a-z]?)*)\b", chunk.section, re.IGNORECASE)
+    return match.group(1).lower() if match else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +201,9 @@ class Index:
         terms = self._terms(tokens) + [(stems(w), PART_WEIGHT) for found in compounds.values() for w in found]
         for token_stems, weight in terms:
             weights[token_stems] = max(weight, weights.get(token_stems, 0.0))
+        articles = {m.lower() for m in ARTICLE_REF.findall(query)}
         scored = [
-            (score, i)
+            (score * (ARTICLE_BOOST if articles and _article_of(pairs[i][1]) in articles else 1.0), i)
             for i, score in bm25.scores(weights.items()).items()
             if score > 0 and (doc_id is None or pairs[i][0].doc_id == doc_id)
         ]

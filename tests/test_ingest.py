@@ -541,3 +541,19 @@ def test_cli_ingest(tmp_path: Path, index_file: Path) -> None:
     missing = run_cli("ingest", str(tmp_path / "nope.md"), "--collection", "cli", "--index", str(index_file))
     assert missing.returncode == 1 and "nope.md" in missing.stderr
     assert run_cli("ingest", str(note)).returncode == 2  # --collection is required
+
+
+def test_naming_an_article_ranks_that_article_first(tmp_path) -> None:
+    """Summaries that quote "artikel 15a" must not outrank the article itself when the query names it."""
+    from docserver.index import Index
+    from docserver.ingest import parse_law
+
+    law = parse_law(
+        "---\ntitle: \"Testwet\"\nidentifier: \"BWBR0000001\"\n---\n\n# Testwet\n\n"
+        "#### Artikel 15a\n\n1. De vergunning vervalt op een datum.\n\n"
+        "#### Artikel 16\n\n1. Artikel 15a vergunning Borssele vergunning Borssele vergunning: zie artikel 15a.\n",
+        collection="wetten_overheid", default_id="testwet",
+    )
+    index = Index([law])
+    hits = index.search("artikel 15a vergunning Borssele", "wetten_overheid")
+    assert hits[0].chunk.section.startswith("Artikel 15a")
