@@ -99,3 +99,19 @@ def test_container_runs_as_non_root() -> None:
     assert users and users[-1] not in ("root", "0")
     compose = (ROOT / "docker-compose.yml").read_text("utf-8")
     assert "privileged" not in compose
+
+
+def test_compose_file_validates() -> None:
+    import subprocess
+
+    for command in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(command[0]) is None:
+            continue
+        probe = subprocess.run([*command, "version"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            continue
+        result = subprocess.run([*command, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+                                capture_output=True, text=True, cwd=ROOT)
+        assert result.returncode == 0, result.stderr
+        return
+    pytest.skip("neither `docker compose` nor `docker-compose` is installed")
