@@ -7,13 +7,12 @@ import re
 import time
 
 from langgraph.runtime import Runtime
-from pydantic import ValidationError
 
 from graph import messages
-from graph.events import Step, UsageEvent, degrade, emit
-from graph.llm import LLMError
+from graph.events import Step, emit
 from graph.loop import coverage_verdict, refine, rules_verdict, stop_reason
 from graph.state import Context, State, Usage, Verdict
+from graph.structured import ask_fast
 
 
 def parse_verdict(text: str, labels: dict[str, str]) -> Verdict:
@@ -47,13 +46,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
         prompt = ctx.prompts.render(
             "judge", language, question=state["question"], facts=facts_block, sources=", ".join(labels.values())
         )
-        try:
-            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=300)
-            usage = result.usage
-            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls))
-            verdict = parse_verdict(result.text, labels)
-        except (LLMError, ValueError, ValidationError) as exc:
-            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
+        verdict, usage = await ask_fast(ctx, prompt, language, lambda text: parse_verdict(text, labels), max_tokens=300)
     if verdict is None:
         verdict = rules_verdict(tasks, covered)
     status = messages.status_label(verdict.status, language)

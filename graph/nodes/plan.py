@@ -8,13 +8,13 @@ import re
 import time
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from graph import messages
-from graph.events import Step, UsageEvent, degrade, emit
-from graph.llm import LLMError
+from graph.events import Step, emit
 from graph.loop import refine
 from graph.state import Context, ResearchTask, Route, State, Usage
+from graph.structured import ask_fast
 
 
 class _SubQuestion(BaseModel):
@@ -90,24 +90,19 @@ async def decompose(state: State, ctx: Context) -> tuple[list[ResearchTask], Usa
     if ctx.llm is None or len(route.collections) < 2:
         return template_tasks(route, ctx), Usage()
 
-    async def ask() -> tuple[list[dict] | None, Usage]:
-        sources = "\n".join(
-            f"- {c.name}: {c.display_name} — {c.focus}" for c in ctx.collections if c.name in route.collections
-        )
-        prompt = ctx.prompts.render("decompose", language, question=state["question"], sources=sources)
-        try:
-            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=500)
-        except LLMError as exc:
-            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
-            return None, Usage()
-        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-        try:
-            return [t.model_dump() for t in parse_decomposition(result.text, route, ctx)], result.usage
-        except (ValueError, ValidationError) as exc:
-            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
-            return None, result.usage
+    sources = "\n".join(
+        f"- {c.name}: {c.display_name} — {c.focus}" for c in ctx.collections if c.name in route.collections
+    )
+    prompt = ctx.prompts.render("decompose", language, question=state["question"], sources=sources)
 
-    value, usage = await ctx.cached("decompose", (state["question"], route.collections, language), ask)
+    def parse(text: str) -> list[dict]:
+        return [t.model_dump() for t in parse_decomposition(text, route, ctx)]
+
+    value, usage = await ctx.cached(
+        "decompose",
+        (state["question"], route.collections, language),
+        lambda: ask_fast(ctx, prompt, language, parse, max_tokens=500),
+    )
     if value is None:
         return template_tasks(route, ctx), usage
     return [ResearchTask.model_validate(t) for t in value], usage

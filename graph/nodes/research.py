@@ -11,16 +11,15 @@ from typing import TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import ValidationError
 
 from graph import messages
 from graph.citations import render_ledger
-from graph.events import Step, SubAgentStatus, UsageEvent, degrade, emit
+from graph.events import Step, SubAgentStatus, degrade, emit
 from graph.extractive import select_facts
-from graph.llm import LLMError
 from graph.mcp_client import DocumentError
 from graph.nodes.summarize import parse_facts
 from graph.state import Context, Evidence, Fact, Language, ResearchTask, Usage
+from graph.structured import ask_fast
 
 
 class ResearchInput(TypedDict):
@@ -79,13 +78,9 @@ async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
             "condense", language, question=state["question"], focus=task.query, source=ctx.display(task.collection),
             evidence=render_ledger(evidence, max_chars=900), max_facts=ctx.facts_per_agent,
         )
-        try:
-            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=600)
-            usage = result.usage
-            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls))
-            facts = parse_facts(result.text, evidence)[: ctx.facts_per_agent]
-        except (LLMError, ValueError, ValidationError) as exc:
-            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
+        facts, usage = await ask_fast(
+            ctx, prompt, language, lambda text: parse_facts(text, evidence)[: ctx.facts_per_agent], max_tokens=600
+        )
     if facts is None:
         # a sub-agent researches a source the question named: its best sentences count, no relevance floor
         facts = select_facts(

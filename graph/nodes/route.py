@@ -7,13 +7,13 @@ import json
 import re
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from graph import messages
-from graph.events import Step, UsageEvent, degrade, emit
-from graph.llm import LLMError
+from graph.events import Step, emit
 from graph.routing import focus_terms, heuristic_route, is_ambiguous, is_follow_up, standalone
-from graph.state import Context, QueryType, Route, State, Usage
+from graph.state import Context, Language, QueryType, Route, State, Usage
+from graph.structured import ask_fast
 
 
 class _LLMRoute(BaseModel):
@@ -32,47 +32,36 @@ def parse_route(text: str, ctx: Context, question: str) -> Route:
                  search_query=focus_terms(question, ctx.collections))
 
 
+def _one_line(text: str) -> str:
+    line = text.strip().strip('"').splitlines()[0].strip() if text.strip() else ""
+    if not 3 <= len(line) <= 400:
+        raise ValueError("no usable standalone question")
+    return line
+
+
 async def rewrite_follow_up(state: State, ctx: Context) -> tuple[str, Usage]:
-    question, history = state["question"], state.get("history", [])
+    question, history, language = state["question"], state.get("history", []), state["language"]
     previous = next((t.content for t in reversed(history) if t.role == "user"), "")
     if ctx.llm is None:
         return standalone(question, previous, ctx.collections), Usage()
     convo = "\n".join(f"{t.role}: {t.content[:400]}" for t in history[-4:])
-
-    async def ask() -> tuple[str | None, Usage]:
-        prompt = ctx.prompts.render("rewrite", state["language"], history=convo, question=question)
-        try:
-            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=120)
-        except LLMError as exc:
-            degrade("llm", messages.line("llm_fallback", state["language"], error=type(exc).__name__))
-            return None, Usage()
-        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-        text = result.text.strip().strip('"').splitlines()[0] if result.text.strip() else ""
-        return (text if 3 <= len(text) <= 400 else None), result.usage
-
-    text, usage = await ctx.cached("rewrite", (convo, question), ask)
+    prompt = ctx.prompts.render("rewrite", language, history=convo, question=question)
+    text, usage = await ctx.cached(
+        "rewrite", (convo, question), lambda: ask_fast(ctx, prompt, language, _one_line, max_tokens=120)
+    )
     return (text or standalone(question, previous, ctx.collections)), usage
 
 
-async def classify(question: str, language: str, ctx: Context) -> tuple[Route | None, Usage]:
+async def classify(question: str, language: Language, ctx: Context) -> tuple[Route | None, Usage]:
     """The fast model's route for an ambiguous question (plan-cached); None when it fails."""
-
-    async def ask() -> tuple[dict | None, Usage]:
-        options = "\n".join(f"- {c.name}: {c.focus}" for c in ctx.collections)
-        prompt = ctx.prompts.render("route", language, question=question, collections=options)
-        try:
-            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=150)
-        except LLMError as exc:
-            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
-            return None, Usage()
-        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-        try:
-            return parse_route(result.text, ctx, question).model_dump(), result.usage
-        except (ValueError, ValidationError) as exc:
-            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
-            return None, result.usage
-
-    value, usage = await ctx.cached("route", (question, language), ask)
+    options = "\n".join(f"- {c.name}: {c.focus}" for c in ctx.collections)
+    prompt = ctx.prompts.render("route", language, question=question, collections=options)
+    value, usage = await ctx.cached(
+        "route",
+        (question, language),
+        lambda: ask_fast(ctx, prompt, language, lambda text: parse_route(text, ctx, question).model_dump(),
+                         max_tokens=150),
+    )
     return (Route.model_validate(value) if value else None), usage
 
 

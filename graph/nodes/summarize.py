@@ -11,14 +11,14 @@ import json
 import re
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from graph import messages
 from graph.citations import order_evidence, render_ledger
-from graph.events import Step, UsageEvent, degrade, emit
+from graph.events import Step, emit
 from graph.extractive import select_facts
-from graph.llm import LLMError
 from graph.state import Context, Evidence, Fact, Language, State, Usage
+from graph.structured import ask_fast
 
 WINDOW, WINDOWS = 6, 3
 
@@ -49,19 +49,16 @@ def parse_facts(text: str, ledger: list[Evidence]) -> list[Fact]:
 async def facts_for(
     ctx: Context, question: str, query: str, ledger: list[Evidence], language: Language, limit: int, min_coverage: float
 ) -> tuple[list[Fact], Usage]:
-    """Facts from one window of evidence: one fast-model call, extractive selection as the fallback."""
+    """Facts from one window of evidence: one fast-model call, extractive selection as the fallback.
+
+    An empty list from the model is its judgement that nothing is relevant: the question gets declined."""
     if ctx.llm is not None:
-        prompt = ctx.prompts.render(
-            "summarize", language, question=question, evidence=render_ledger(ledger), max_facts=limit
-        )
-        try:
-            result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=800)
-            emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-            # an empty list is the model's judgement that nothing is relevant: the question gets declined
-            return parse_facts(result.text, ledger)[:limit], result.usage
-        except (LLMError, ValueError, ValidationError) as exc:
-            degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
-            return select_facts(query, ledger, limit, language=language, min_coverage=min_coverage), Usage()
+        prompt = ctx.prompts.render("summarize", language, question=question, evidence=render_ledger(ledger),
+                                    max_facts=limit)
+        facts, usage = await ask_fast(ctx, prompt, language, lambda text: parse_facts(text, ledger)[:limit],
+                                      max_tokens=800)
+        if facts is not None:
+            return facts, usage
     return select_facts(query, ledger, limit, language=language, min_coverage=min_coverage), Usage()
 
 
