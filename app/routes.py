@@ -41,7 +41,9 @@ def _wants_openwebui_events(request: Request, svc: Services) -> bool:
     mode = svc.settings.openwebui_events
     if mode != "auto":
         return mode == "on"
-    return any(name.lower().startswith("x-openwebui-") for name in request.headers.keys())
+    # Only Open WebUI's chat path sends X-OpenWebUI-Chat-Id; the user-info headers also come on its API
+    # passthrough, whose clients must never see `event` lines.
+    return "x-openwebui-chat-id" in request.headers
 
 
 @router.get("/v1/models", response_model=ModelList, dependencies=[Depends(check_api_key)], responses=_ERRORS)

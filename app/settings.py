@@ -59,7 +59,7 @@ class Settings(BaseSettings):
 
     # Open WebUI background tasks: regexes on the last user message (multiline)
     task_patterns: Annotated[list[str], NoDecode] = Field(default_factory=lambda: list(DEFAULT_TASK_PATTERNS))
-    # Open WebUI `event` lines: "auto" = only when an X-OpenWebUI-* header is present
+    # Open WebUI `event` lines: "auto" = only on Open WebUI's chat path (X-OpenWebUI-Chat-Id header)
     openwebui_events: Literal["auto", "on", "off"] = "auto"
 
     # Pipeline

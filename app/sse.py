@@ -36,6 +36,7 @@ class ChunkRenderer:
         self._think_state = "closed" if think_mode == "off" else "new"  # new -> open -> closed
         self._answer_filter = TagNeutralizer()
         self.first_answer_at: float | None = None  # perf_counter() of the first answer text
+        self.last_status = ""
 
     # ------------------------------------------------------------ wire objects
     def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None) -> dict[str, Any]:
@@ -58,6 +59,7 @@ class ChunkRenderer:
     def _think(self, line: str) -> list[dict[str, Any]]:
         line = neutralize(" ".join(line.split()))
         self.reasoning.append(line)
+        self.last_status = line
         out: list[dict[str, Any]] = []
         if self.openwebui:
             out.append(self._status(line))
@@ -93,7 +95,12 @@ class ChunkRenderer:
                             "data": {
                                 "source": {"name": f"[{event.number}] {event.title}", "id": event.evidence_id, "url": event.url},
                                 "document": [neutralize(event.snippet)],
-                                "metadata": [{"source": event.url or event.evidence_id, "name": event.title}],
+                                # Open WebUI numbers citations by distinct `metadata.source`: it must be unique per
+                                # ledger entry (several entries can share a URL), so `[n]` opens the n-th source.
+                                "metadata": [
+                                    {"source": event.evidence_id, "name": f"[{event.number}] {event.title}",
+                                     "url": event.url}
+                                ],
                             },
                         }
                     }
@@ -125,8 +132,8 @@ class ChunkRenderer:
     def finish(self, include_usage: bool) -> list[dict[str, Any]]:
         out = self._answer_text(self._answer_filter.flush())
         out += self.close_think()
-        if self.openwebui:
-            out.append(self._status("", done=True))
+        if self.openwebui:  # the last status heads Open WebUI's progress list: repeat the last line, done
+            out.append(self._status(self.last_status, done=True))
         out.append(self._chunk(DeltaMessage(), finish="stop"))
         if include_usage:
             out.append(self._chunk(DeltaMessage(), usage=self.usage))

@@ -203,9 +203,17 @@ def test_think_modes(service) -> None:
 def test_open_webui_events_only_for_open_webui(offline: str) -> None:
     plain = sse_events(post(offline, chat(QUESTION)))
     assert not any('"event"' in p for p in plain)
+    user_only = sse_events(post(offline, chat(QUESTION), headers={"X-OpenWebUI-User-Name": "x"}))
+    assert not any('"event"' in p for p in user_only)  # Open WebUI's API passthrough: a plain client
     owui = chunks(sse_events(post(offline, chat(QUESTION), headers={"X-OpenWebUI-Chat-Id": "c1"})))
     kinds = [c["event"]["type"] for c in owui if "event" in c]
     assert "status" in kinds and "source" in kinds
+    sources = [c["event"]["data"] for c in owui if "event" in c and c["event"]["type"] == "source"]
+    keys = [s["metadata"][0]["source"] for s in sources]
+    assert len(set(keys)) == len(keys)  # one distinct key per ledger entry: `[n]` opens the n-th source
+    assert [s["metadata"][0]["name"].split("]")[0] for s in sources] == [f"[{n}" for n in range(1, len(sources) + 1)]
+    last = [c["event"]["data"] for c in owui if "event" in c and c["event"]["type"] == "status"][-1]
+    assert last["done"] is True and last["description"]
 
 
 def test_background_tasks_skip_the_pipeline(offline: str) -> None:
