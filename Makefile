@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test eval install install-test graph clean
+.PHONY: run test eval bench install install-test graph clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -35,6 +35,11 @@ $(VENV)/.installed-eval: $(VENV)/.installed
 
 eval: $(VENV)/.installed-eval
 	$(PY) -m eval.run $(EVAL_ARGS)
+
+# Latency, overhead, parallelism, load and caches against a fake upstream: writes docs/BENCHMARKS.md and
+# docs/bench/*.png (matplotlib comes with the eval extra). BENCH_ARGS="--smoke" for a quick check.
+bench: $(VENV)/.installed-eval
+	$(PY) -m bench $(BENCH_ARGS)
 
 graph: install
 	$(PY) -m app graph

@@ -1,0 +1,137 @@
+"""`python -m bench [--runs 30] [--levels 1,10,50,100,200] [--smoke] [--out docs]`
+
+Runs the service against the fake upstream (300 ms to the first token, 10 ms per token) and the reference
+document server, then writes <out>/BENCHMARKS.md and <out>/bench/*.png. A benchmark, not a test: nothing
+here fails on a slow number; the report marks each target ✅ or ❌.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import scenarios
+from bench.harness import (
+    ROOT,
+    TOKEN_DELAY_S,
+    TTFT_S,
+    machine_busy_s,
+    own_cpu_s,
+    reply_sizes,
+    start_docserver,
+    start_fake_llm,
+)
+from bench.report import write_report
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--runs", type=int, default=30, help="runs per query type (default: %(default)s)")
+    parser.add_argument("--levels", default="1,10,50,100,200", help="concurrency levels (default: %(default)s)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny run (2 runs per type, levels 1,5, no Redis) to check the harness end to end")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="report folder (default: docs/)")
+    args = parser.parse_args(argv)
+    args.levels = [int(x) for x in args.levels.split(",") if x.strip()]
+    if args.smoke:
+        args.runs, args.levels = min(args.runs, 2), [1, 5]
+    return args
+
+
+def _machine() -> dict[str, str]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown CPU")
+    mem_kb = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal:")), 0)
+    return {"nproc": str(os.cpu_count()), "cpu": cpu, "memory": f"{mem_kb / 1024 ** 2:.0f} GiB RAM",
+            "platform": platform.platform(), "python": platform.python_version()}
+
+
+@contextlib.contextmanager
+def section(data: dict[str, Any], title: str):
+    """Prints the title; records the section's duration and how much CPU other processes on the machine used
+    meanwhile (busy CPU minus this benchmark's processes), so a disturbed section can be recognised."""
+    print(title, flush=True)
+    t0, machine0, own0 = time.perf_counter(), machine_busy_s(), own_cpu_s()
+    yield
+    wall = time.perf_counter() - t0
+    other = max(0.0, (machine_busy_s() - machine0) - (own_cpu_s() - own0)) / wall
+    data["meta"].setdefault("sections", []).append({"title": title, "wall_s": wall, "other_cpu_util": other})
+
+
+async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    smoke = args.smoke
+    sizes = {
+        "speedup_runs": 1 if smoke else max(3, args.runs // 3),
+        "sweep_rounds": 1 if smoke else 3,
+        "sweep_min": 2 if smoke else 20,
+        "mcp_calls": 5 if smoke else 50,
+        "cache_hits": 3 if smoke else 30,
+        "cache_misses": 1 if smoke else 10,
+    }
+    redis = not smoke and shutil.which("redis-server") is not None
+    data: dict[str, Any] = {"meta": {**sizes, "runs": args.runs, "levels": args.levels, "smoke": smoke}}
+    if not redis:
+        data["meta"]["redis_note"] = ("Redis: skipped (smoke run)." if smoke
+                                      else "Redis: skipped, `redis-server` is not installed.")
+    # The smoke run checks the plumbing, not the numbers: a 10x faster fake upstream keeps it short.
+    fake = start_fake_llm(TTFT_S / 10, TOKEN_DELAY_S / 10) if smoke else start_fake_llm()
+    data["meta"].update(ttft_s=fake.ttft_s, token_delay_s=fake.token_delay_s, **reply_sizes())
+    docserver, docserver_base = start_docserver(work)
+    lab = scenarios.Lab(fake, docserver_base, work, docserver_proc=docserver)
+    try:
+        with section(data, "Latency per query type (sections 1, 2, 4)"):
+            proc, base = lab.service("service-parallel")
+            data["latency"] = await scenarios.latency_by_type(lab, base, args.runs, warm_up=not smoke)
+        with section(data, "Comparative, parallel (section 3)"):
+            parallel = await scenarios.comparative_runs(lab, base, sizes["speedup_runs"], "parallel", not smoke)
+            lab.stop(proc)
+        with section(data, "Comparative, sequential (section 3)"):
+            proc, base = lab.service("service-sequential", RESEARCH_CONCURRENCY=1)
+            sequential = await scenarios.comparative_runs(lab, base, sizes["speedup_runs"], "sequential", not smoke)
+            lab.stop(proc)
+        data["speedup"] = {"parallel": parallel, "sequential": sequential}
+        with section(data, "MCP session reuse (section 6)"):
+            data["mcp"] = await scenarios.mcp_sessions(lab, sizes["mcp_calls"])
+        with section(data, "Response cache (section 7)"):
+            data["cache"] = await scenarios.response_cache(lab, sizes["cache_hits"], sizes["cache_misses"], redis)
+        with section(data, "Concurrency sweep, fresh service (section 5)"):
+            proc, base = lab.service("service-sweep")
+            data["sweep"] = await scenarios.concurrency_sweep(
+                lab, base, proc, args.levels, sizes["sweep_rounds"], sizes["sweep_min"], 0.5 if smoke else 1.5
+            )
+            lab.stop(proc)
+    finally:
+        for proc in list(lab.procs):
+            lab.stop(proc)
+        docserver.stop()
+        fake.stop()
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    with tempfile.TemporaryDirectory(prefix="neo-bench-") as tmp:
+        data = asyncio.run(run(args, Path(tmp)))
+    command = "python -m bench" + ("".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:])))
+    data["meta"].update(_machine(), command=command.strip(), date=date, duration_s=time.perf_counter() - started)
+    print("report", flush=True)
+    path = write_report(data, args.out)
+    print(f"wrote {path} in {data['meta']['duration_s']:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

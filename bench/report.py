@@ -1,0 +1,690 @@
+"""docs/BENCHMARKS.md and its plots (matplotlib, Agg) from the data `bench.scenarios` collected.
+
+Targets are judged here, and only here; the text under "What the numbers show" is derived from the same
+numbers, so a rerun never leaves a stale claim behind.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from bench.harness import percentile
+from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, Measured
+
+TARGETS = {
+    "ttfb_ms": 50.0,
+    "answer_excess_ms": 30.0,
+    "overhead_ms": 15.0,
+    "speedup_4": 3.3,
+    "sweep_level": 100,
+    "p95_ratio": 1.5,
+    "lag_ms": 100.0,
+    "rss_mb": 400.0,
+    "cache_hit_ms": 20.0,
+}
+EARLIER_CALLS = {"factual": 3, "comparative": 11}
+NOISY = 0.25  # other processes' CPU (share of one core) above which a measurement is called disturbed
+TYPES = list(QUESTIONS)
+SECTIONS = (
+    "## How it was run",
+    "## Headline",
+    "## 1. Latency per query type",
+    "## 2. Orchestration overhead",
+    "## 3. Parallel speedup of comparative questions",
+    "## 4. Upstream calls and tokens per query type",
+    "## 5. Concurrency sweep",
+    "## 6. MCP session reuse",
+    "## 7. Response cache",
+    "## What the numbers show",
+)
+
+
+def ms(seconds: float, digits: int = 1) -> str:
+    return "–" if seconds is None or math.isnan(seconds) else f"{seconds * 1000:.{digits}f}"
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+def mark(ok: bool | None) -> str:
+    return "–" if ok is None else ("✅" if ok else "❌")
+
+
+def p(values, q: float) -> float:
+    return percentile([v for v in values if not math.isnan(v)], q)
+
+
+def worst(by_kind: dict[str, float]) -> float:
+    """The largest value over the query types that were measured (NaN when none was)."""
+    values = [v for v in by_kind.values() if not math.isnan(v)]
+    return max(values) if values else float("nan")
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def by_type(runs: list[Measured]) -> dict[str, list[Measured]]:
+    return {kind: [r for r in runs if r.kind == kind and r.ok] for kind in TYPES}
+
+
+# ------------------------------------------------------------------------------------------ judgements
+
+
+def judgements(data: dict[str, Any]) -> dict[str, Any]:
+    """Every target with its measured value and verdict (None = not measured in this run)."""
+    groups = by_type(data["latency"])
+    out: dict[str, Any] = {}
+    out["ttfb"] = {k: p((r.ttfb for r in v), 50) for k, v in groups.items()}
+    out["excess"] = {k: p((r.answer_excess for r in v), 50) for k, v in groups.items()}
+    out["overhead"] = {k: p((r.overhead for r in v), 50) for k, v in groups.items()}
+    par, seq = data["speedup"]["parallel"], data["speedup"]["sequential"]
+    out["speedup"] = {
+        n: {
+            "research": p((r.research for r in seq[n] if r.ok), 50) / p((r.research for r in par[n] if r.ok), 50),
+            "total": p((r.total for r in seq[n] if r.ok), 50) / p((r.total for r in par[n] if r.ok), 50),
+        }
+        for n in COMPARATIVE_BY_COLLECTIONS
+    }
+    levels = {row["level"]: row for row in data["sweep"]["levels"]}
+    single = levels.get(1, {}).get("p50", float("nan"))
+    at = levels.get(TARGETS["sweep_level"])
+    out["single_p50"] = single
+    out["sweep_row"] = at
+    cache = data["cache"]
+    out["cache_hit"] = {b: p(v["hit"], 50) for b, v in cache.items()}
+    t = TARGETS
+    out["checks"] = [
+        ("Time to first byte, p50 (every query type)", f"≤ {t['ttfb_ms']:.0f} ms",
+         f"{worst(out['ttfb']) * 1000:.1f} ms (worst type)", worst(out["ttfb"]) * 1000 <= t["ttfb_ms"]),
+        (f"First answer token − (answer call start + {data['meta']['ttft_s'] * 1000:.0f} ms), p50", f"≤ {t['answer_excess_ms']:.0f} ms",
+         f"{worst(out['excess']) * 1000:.1f} ms (worst type)", worst(out["excess"]) * 1000 <= t["answer_excess_ms"]),
+        ("Orchestration overhead, p50 (every query type)", f"≤ {t['overhead_ms']:.0f} ms",
+         f"{worst(out['overhead']) * 1000:.1f} ms (worst type)", worst(out["overhead"]) * 1000 <= t["overhead_ms"]),
+        ("Parallel speedup over 4 collections (research phase)", f"≥ {t['speedup_4']}x",
+         f"{out['speedup'][4]['research']:.2f}x (end to end {out['speedup'][4]['total']:.2f}x)",
+         out["speedup"][4]["research"] >= t["speedup_4"]),
+    ]
+    if at is None:
+        for name, target in (("errors", "0"), ("p95 latency", f"≤ {t['p95_ratio']}x single request"),
+                             ("event-loop lag", f"≤ {t['lag_ms']:.0f} ms"), ("resident memory", f"≤ {t['rss_mb']:.0f} MB")):
+            out["checks"].append((f"{t['sweep_level']} concurrent streams: {name}", target, "not run", None))
+    else:
+        ratio = at["p95"] / single
+        out["checks"] += [
+            (f"{at['level']} concurrent streams: errors", "0", f"{at['errors']} of {at['requests']}", at["errors"] == 0),
+            (f"{at['level']} concurrent streams: p95 latency", f"≤ {t['p95_ratio']}x single request",
+             f"{at['p95']:.2f} s = {ratio:.2f}x of {single:.2f} s", ratio <= t["p95_ratio"]),
+            (f"{at['level']} concurrent streams: event-loop lag (max)", f"≤ {t['lag_ms']:.0f} ms",
+             f"{at['lag_max'] * 1000:.0f} ms", at["lag_max"] * 1000 <= t["lag_ms"]),
+            (f"{at['level']} concurrent streams: resident memory (peak)", f"≤ {t['rss_mb']:.0f} MB",
+             f"{at['rss_peak_mb']:.0f} MB", at["rss_peak_mb"] <= t["rss_mb"]),
+        ]
+    for backend, hit in out["cache_hit"].items():
+        out["checks"].append((f"Cache hit ({backend}), p50", f"< {t['cache_hit_ms']:.0f} ms", f"{hit * 1000:.1f} ms",
+                              hit * 1000 < t["cache_hit_ms"]))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- plots
+
+
+def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[str]:
+    """Writes the PNGs; returns their names (none when matplotlib is missing)."""
+    ttft_ms, token_ms = data["meta"]["ttft_s"] * 1000, data["meta"]["token_delay_s"] * 1000
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plots (make bench installs it)", file=sys.stderr)
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    groups = by_type(data["latency"])
+
+    # 1. latency percentiles per query type (log scale: 5 ms and 2 s on one axis)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    metrics = [("ttfb", "first byte"), ("first_think", "first think line"), ("first_answer", "first answer token"),
+               ("total", "total")]
+    width = 0.2
+    for i, (attr, label) in enumerate(metrics):
+        xs = [j + (i - 1.5) * width for j in range(len(TYPES))]
+        p50 = [p((getattr(r, attr) for r in groups[k]), 50) * 1000 for k in TYPES]
+        p95 = [p((getattr(r, attr) for r in groups[k]), 95) * 1000 for k in TYPES]
+        bars = ax.bar(xs, p50, width, label=f"{label} (p50)")
+        ax.scatter(xs, p95, marker="_", s=200, color=bars.patches[0].get_facecolor(), zorder=3)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(TYPES)), TYPES)
+    ax.set_ylabel("ms (log scale); bar = p50, dash = p95")
+    ax.set_title(f"Latency per query type (fake upstream: {ttft_ms:.0f} ms TTFT, {token_ms:g} ms/token)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "latency.png", dpi=110)
+    plt.close(fig)
+    names.append("latency.png")
+
+    # 2. where the orchestration overhead sits
+    fig, ax = plt.subplots(figsize=(7, 4))
+    head = [p((r.head for r in groups[k]), 50) * 1000 for k in TYPES]
+    tail = [p((r.tail for r in groups[k]), 50) * 1000 for k in TYPES]
+    total = [p((r.overhead for r in groups[k]), 50) * 1000 for k in TYPES]
+    between = [max(0.0, t - h - e) for t, h, e in zip(total, head, tail, strict=True)]
+    ax.bar(TYPES, head, label="before the first wait")
+    ax.bar(TYPES, between, bottom=head, label="between waits")
+    ax.bar(TYPES, tail, bottom=[h + b for h, b in zip(head, between, strict=True)], label="after the last wait")
+    ax.axhline(TARGETS["overhead_ms"], color="red", linestyle="--", label="target p50")
+    ax.set_ylabel("ms (p50 per part)")
+    ax.set_title("Orchestration overhead = total − union of upstream and MCP waits")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "overhead.png", dpi=110)
+    plt.close(fig)
+    names.append("overhead.png")
+
+    # 3. speedup vs collections
+    par, seq = data["speedup"]["parallel"], data["speedup"]["sequential"]
+    ns = list(COMPARATIVE_BY_COLLECTIONS)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for offset, (runs, label) in zip((-0.2, 0.2), ((par, "parallel (RESEARCH_CONCURRENCY=4)"),
+                                                   (seq, "sequential (RESEARCH_CONCURRENCY=1)")), strict=True):
+        left.bar([n + offset for n in ns], [p((r.research for r in runs[n]), 50) for n in ns], 0.4, label=label)
+    left.set_xticks(ns)
+    left.set_xlabel("collections compared")
+    left.set_ylabel("research phase, p50 (s)")
+    left.legend(fontsize=8)
+    right.plot(ns, [judged["speedup"][n]["research"] for n in ns], "o-", label="research phase")
+    right.plot(ns, [judged["speedup"][n]["total"] for n in ns], "s-", label="end to end")
+    right.plot(ns, ns, ":", color="grey", label="ideal (n)")
+    right.plot([4], [TARGETS["speedup_4"]], "r*", markersize=12, label="target (research, 4 collections)")
+    right.set_xticks(ns)
+    right.set_xlabel("collections compared")
+    right.set_ylabel("speedup (sequential p50 / parallel p50)")
+    right.legend(fontsize=8)
+    fig.suptitle("Parallel research sub-agents")
+    fig.tight_layout()
+    fig.savefig(folder / "speedup.png", dpi=110)
+    plt.close(fig)
+    names.append("speedup.png")
+
+    # 4. concurrency sweep
+    rows = data["sweep"]["levels"]
+    levels = [r["level"] for r in rows]
+    xs = range(len(levels))
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    panels = [
+        (axes[0][0], [r["throughput"] for r in rows], "throughput (requests/s)", None),
+        (axes[0][1], [r["p95"] for r in rows], "p95 latency (s); target = 1.5x single-request p50",
+         TARGETS["p95_ratio"] * judged["single_p50"]),
+        (axes[1][0], [r["lag_max"] * 1000 for r in rows], "event-loop lag, max (ms)", TARGETS["lag_ms"]),
+        (axes[1][1], [r["rss_peak_mb"] for r in rows], "resident memory, peak (MB)", TARGETS["rss_mb"]),
+    ]
+    busy = [r["service_cpu_per_request_ms"] for r in rows if r["level"] > 1 and r["errors"] < r["requests"]]
+    if busy:
+        axes[0][0].axhline(1000 / statistics.median(busy), color="grey", linestyle=":",
+                           label="one core / service CPU per request")
+        axes[0][0].legend(fontsize=8)
+    for ax, values, label, target in panels:
+        ax.plot(xs, values, "o-")
+        if target is not None and not math.isnan(target):
+            ax.axhline(target, color="red", linestyle="--", label="target")
+            ax.legend(fontsize=8)
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(list(xs), [str(n) for n in levels])
+        ax.set_xlabel("concurrent streaming requests")
+        ax.set_title(label, fontsize=10)
+    fig.suptitle("Concurrency sweep (factual question, distinct per request)")
+    fig.tight_layout()
+    fig.savefig(folder / "concurrency.png", dpi=110)
+    plt.close(fig)
+    names.append("concurrency.png")
+
+    # 5. cache hit vs miss
+    cache = data["cache"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels, p50s, p95s = [], [], []
+    for backend, values in cache.items():
+        for kind in ("miss", "hit"):
+            labels.append(f"{backend}\n{kind}")
+            p50s.append(p(values[kind], 50) * 1000)
+            p95s.append(p(values[kind], 95) * 1000)
+    bars = ax.bar(labels, p50s, color=["tab:grey" if "miss" in label else "tab:green" for label in labels])
+    ax.scatter(labels, p95s, marker="_", s=300, color="black", zorder=3, label="p95")
+    ax.axhline(TARGETS["cache_hit_ms"], color="red", linestyle="--", label="hit target")
+    ax.bar_label(bars, fmt="%.1f", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms to [DONE] (log scale); bar = p50")
+    ax.set_title("Response cache: repeated question vs. new question")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(folder / "cache.png", dpi=110)
+    plt.close(fig)
+    names.append("cache.png")
+    return names
+
+
+# --------------------------------------------------------------------------------------------- markdown
+
+
+def _meta_section(meta: dict[str, Any]) -> str:
+    sections = [[s["title"], f"{s['wall_s']:.0f} s", pct(s["other_cpu_util"])] for s in meta.get("sections", [])]
+    return "\n".join([
+        "## How it was run",
+        "",
+        f"`{meta['command']}` on {meta['date']}; the whole run took {meta['duration_s'] / 60:.1f} min.",
+        "",
+        f"- Machine: {meta['nproc']} CPUs (`nproc`), {meta['cpu']}, {meta['memory']}; {meta['platform']}",
+        f"- Python {meta['python']}",
+        f"- Upstream: the scripted fake (`tests/fakes/fake_llm.py`) with {meta['ttft_s'] * 1000:.0f} ms to the first "
+        f"token and {meta['token_delay_s'] * 1000:.0f} ms per token"
+        + (" (**smoke run: 10x faster than the real benchmark's 300 ms / 10 ms**)" if meta["smoke"] else "")
+        + "; non-streamed calls (summaries, decomposition, sub-agents) return after the time the stream would "
+        f"take. Scripted replies: an answer of {meta['answer_tokens']} tokens, summaries of {meta['facts_tokens']}, "
+        f"sub-agent facts of {meta['agent_tokens']} (`bench/harness.py`).",
+        "- Processes: the service as a subprocess (`python -m app serve`, settings as environment variables, started "
+        "in an empty folder so no `.env` applies); the reference document server (bundled corpus only) as a second "
+        "subprocess (`python -m bench.docserver`) wrapped in a timer that records every POST /mcp; the fake "
+        "upstream as a thread of the benchmark process, next to the client (httpx, raw SSE parsing). "
+        "All timestamps are `time.perf_counter()` (CLOCK_MONOTONIC, shared by the processes).",
+        "- Service settings: `LLM_MAX_CONCURRENCY=512`, `RESEARCH_CONCURRENCY=4` (1 for the sequential runs), "
+        "`RESPONSE_CACHE=false` except in section 7, `LOG_LEVEL=WARNING`, everything else default "
+        "(`MCP_PROTOCOL=legacy`).",
+        "- Single-request sections run one request at a time after one warm-up request per question, each with "
+        "its own bearer token (the service has no API keys, so any token passes): plans are cached per token, "
+        "so no run reuses an earlier run's decomposition. The question text is the seed question.",
+        f"- Runs: {meta['runs']} per query type (sections 1, 2, 4); {meta['speedup_runs']} per configuration in "
+        f"section 3; concurrency levels {', '.join(map(str, meta['levels']))}; {meta['mcp_calls']} MCP calls per "
+        f"variant; {meta['cache_hits']} cache hits per backend."
+        + (" **Smoke run: too few samples to mean anything.**" if meta["smoke"] else ""),
+        "",
+        "The machine may be shared. Per part of the run: its duration and the CPU that other processes used "
+        "meanwhile (machine busy time, steal included, minus this benchmark's processes; 100% = one core):",
+        "",
+        table(["part", "duration", "other load"], sections),
+    ])
+
+
+def _latency_section(groups: dict[str, list[Measured]], judged: dict[str, Any], ttft_s: float) -> str:
+    rows = []
+    for kind in TYPES:
+        runs = groups[kind]
+        row = [kind, len(runs)]
+        for attr in ("ttfb", "first_think", "first_answer", "total"):
+            row += [ms(p((getattr(r, attr) for r in runs), 50)), ms(p((getattr(r, attr) for r in runs), 95))]
+        rows.append(row)
+    excess_rows = []
+    for kind in TYPES:
+        value = judged["excess"][kind]
+        excess_rows.append([kind, ms(judged["ttfb"][kind]), mark(judged["ttfb"][kind] * 1000 <= TARGETS["ttfb_ms"]),
+                            ms(value), ms(p((r.answer_excess for r in groups[kind]), 95)),
+                            mark(value * 1000 <= TARGETS["answer_excess_ms"])])
+    return "\n".join([
+        "## 1. Latency per query type",
+        "",
+        "Client-side times from sending the request (ms). First byte = first response body bytes; first think "
+        "line = first content after `<think>`; first answer token = first content after `</think>`; "
+        "total = `data: [DONE]`.",
+        "",
+        table(["type", "runs", "first byte p50", "p95", "first think p50", "p95", "first answer p50", "p95",
+               "total p50", "p95"], rows),
+        "",
+        f"Targets: first byte ≤ {TARGETS['ttfb_ms']:.0f} ms (p50); first answer token ≤ answer call start + "
+        f"{ttft_s * 1000:.0f} ms (the upstream's first-token latency) + {TARGETS['answer_excess_ms']:.0f} ms, "
+        "computed per request from the fake's timing of the last upstream call (the answer).",
+        "",
+        table(["type", "first byte p50", "≤ 50 ms", "answer-token excess p50", "p95", "≤ 30 ms"], excess_rows),
+        "",
+        "![latency per query type](bench/latency.png)",
+    ])
+
+
+def _overhead_section(groups: dict[str, list[Measured]]) -> str:
+    rows = []
+    for kind in TYPES:
+        runs = groups[kind]
+        over = p((r.overhead for r in runs), 50)
+        rows.append([kind, ms(p((r.total for r in runs), 50), 0), ms(p((r.waits for r in runs), 50), 0),
+                     ms(over), ms(p((r.overhead for r in runs), 95)), ms(p((r.head for r in runs), 50)),
+                     ms(p((r.tail for r in runs), 50)), f"{statistics.mean(r.mcp_calls for r in runs):.1f}" if runs else "–",
+                     mark(over * 1000 <= TARGETS["overhead_ms"])])
+    return "\n".join([
+        "## 2. Orchestration overhead",
+        "",
+        "Per request: overhead = total − the length of the union of every wait interval inside the request "
+        "window (upstream calls from the fake's timings, MCP calls from the document server's timer). "
+        "It is the time in which the service waited on nothing but itself. \"Before\" is request start → first "
+        "wait, \"after\" is last wait → `[DONE]`; the rest of the overhead sits between waits.",
+        "",
+        table(["type", "total p50 (ms)", "waits p50 (ms)", "overhead p50 (ms)", "p95", "before first wait p50",
+               "after last wait p50", "MCP calls", f"≤ {TARGETS['overhead_ms']:.0f} ms p50"], rows),
+        "",
+        "![orchestration overhead](bench/overhead.png)",
+    ])
+
+
+def _speedup_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
+    par, seq = data["speedup"]["parallel"], data["speedup"]["sequential"]
+    rows = []
+    for n, question in COMPARATIVE_BY_COLLECTIONS.items():
+        s = judged["speedup"][n]
+        rows.append([
+            n, f"“{question}”", len([r for r in par[n] if r.ok]),
+            ms(p((r.research for r in par[n] if r.ok), 50), 0), ms(p((r.research for r in seq[n] if r.ok), 50), 0),
+            f"{s['research']:.2f}x",
+            ms(p((r.total for r in par[n] if r.ok), 50), 0), ms(p((r.total for r in seq[n] if r.ok), 50), 0),
+            f"{s['total']:.2f}x",
+            f"{max((r.peak_agents for r in par[n]), default=0)} / {max((r.peak_agents for r in seq[n]), default=0)}",
+            mark(s["research"] >= TARGETS["speedup_4"]) if n == 4 else "",
+        ])
+    return "\n".join([
+        "## 3. Parallel speedup of comparative questions",
+        "",
+        "The same service with `RESEARCH_CONCURRENCY=4` (parallel) and `RESEARCH_CONCURRENCY=1` (sequential). "
+        "The research phase runs from the end of the decomposition call to the start of the answer call: the "
+        "sub-agents' searches and condense calls, which is the part parallelism can shorten. End to end also "
+        "contains the decomposition and the answer, which are sequential by nature (so its ideal is below n). "
+        "The target applies to the research phase.",
+        "",
+        table(["collections", "question", "runs", "research par. p50 (ms)", "research seq. p50 (ms)",
+               "speedup", "total par. p50 (ms)", "total seq. p50 (ms)", "speedup", "sub-agents in flight (par./seq.)",
+               f"≥ {TARGETS['speedup_4']}x"], rows),
+        "",
+        "![speedup](bench/speedup.png)",
+    ])
+
+
+def _calls_section(groups: dict[str, list[Measured]]) -> str:
+    rows = []
+    for kind in TYPES:
+        runs = groups[kind]
+        if not runs:
+            rows.append([kind] + ["–"] * 6)
+            continue
+        calls = [r.usage.get("upstream_calls", 0) for r in runs]
+        kinds = Counter(c for r in runs for c in r.calls)
+        breakdown = ", ".join(f"{k} {v / len(runs):.1f}" for k, v in kinds.most_common())
+        rows.append([
+            kind, f"{statistics.mean(calls):.2f} ({min(calls)}–{max(calls)})", breakdown,
+            f"{statistics.mean(r.usage.get('prompt_tokens', 0) for r in runs):.0f}",
+            f"{statistics.mean(r.usage.get('completion_tokens', 0) for r in runs):.0f}",
+            f"{statistics.mean(len(r.calls) for r in runs):.2f}",
+            EARLIER_CALLS.get(kind, "–"),
+        ])
+    return "\n".join([
+        "## 4. Upstream calls and tokens per query type",
+        "",
+        "From `usage` in the final SSE usage chunk (`stream_options.include_usage`); `upstream_calls` is the "
+        "service's own count, \"seen by the fake\" counts the calls that reached the fake upstream in the "
+        "request window (they agree when no call was retried). Tokens are the fake's whitespace pieces.",
+        "",
+        table(["type", "upstream_calls mean (min–max)", "calls by prompt (mean per request)", "prompt tokens",
+               "completion tokens", "seen by the fake", "earlier design"], rows),
+    ])
+
+
+def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
+    sweep = data["sweep"]
+    single = judged["single_p50"]
+    seen, cpu = [], []
+    for r in sweep["levels"]:
+        seen.append([
+            r["level"], r["requests"], r["errors"], r["degraded"], f"{r['throughput']:.1f}",
+            f"{r['p50']:.2f}", f"{r['p95']:.2f}", f"{r['p95'] / single:.2f}x" if single == single else "–",
+            ms(r["ttfb_p95"], 0), f"{r['lag_max'] * 1000:.0f}", f"{r['rss_peak_mb']:.0f}",
+        ])
+        cpu.append([
+            r["level"], f"{r['service_cpu_per_request_ms']:.0f}", pct(r["service_cpu_util"]),
+            pct(r["docserver_cpu_util"]), pct(r["bench_cpu_util"]), pct(r["other_cpu_util"]),
+            ms(r["fake_ttft_p95"], 0),
+        ])
+    errors = [f"- {r['level']}: {', '.join(r['error_kinds'])}" for r in sweep["levels"] if r["error_kinds"]]
+    degraded = [f"- {r['level']}: " + "; ".join(f"“{k}”" for k in r["degraded_kinds"])
+                for r in sweep["levels"] if r["degraded_kinds"]]
+    warnings = [f"- {n}× `{text}`" for text, n in sweep.get("service_warnings", [])]
+    at = judged["sweep_row"]
+    checks = [c for c in judged["checks"] if "concurrent streams" in c[0]]
+    return "\n".join([
+        "## 5. Concurrency sweep",
+        "",
+        "Closed loop: N clients each send a streaming request (factual question + \" (vraag N)\", distinct per "
+        "request so no cache helps) and the next one as soon as the previous stream ends, until "
+        f"max({data['meta']['sweep_rounds']} × N, {data['meta']['sweep_min']}) requests are done. An error is a "
+        "non-200 status, a transport failure, an in-band error event, or a stream without `[DONE]` or answer text; "
+        "\"degraded\" answers fell back to extractive mode. Lag = the largest `neo_event_loop_lag_seconds` "
+        "sampled every 0.5 s from /metrics while the level ran; memory = the largest VmRSS of the service "
+        f"process sampled at the same moments (after warm-up the service used {sweep['baseline_rss_mb']:.0f} MB).",
+        "",
+        table(["concurrent", "requests", "errors", "degraded", "req/s", "p50 (s)", "p95 (s)", "p95 / single p50",
+               "first byte p95 (ms)", "lag max (ms)", "RSS peak (MB)"], seen),
+        "",
+        f"Single request (level 1) p50: {single:.2f} s. `neo_event_loop_lag_max_seconds` after the sweep: "
+        f"{(sweep.get('lag_max_since_start') or float('nan')) * 1000:.0f} ms.",
+        "",
+        "Where the CPU went while each level ran (from /proc; 100% = one core busy for the whole level; the "
+        f"machine has {data['meta']['nproc']}). \"Other\" is the machine's busy time (steal included) minus the "
+        "three benchmark processes: other load on the machine, which makes a level's numbers worse than the "
+        "service alone would. The fake upstream's real time to first token (configured: "
+        f"{data['meta']['ttft_s'] * 1000:.0f} ms) shows whether the load generator kept up.",
+        "",
+        table(["concurrent", "service CPU / request (ms)", "service", "doc server", "benchmark (client + fake)",
+               "other", "fake TTFT p95 (ms)"], cpu),
+        "",
+        *(["Errors by level:", "", *errors, ""] if errors else []),
+        *([f"**The service process exited during level {sweep['service_exit']['level']}** (exit code "
+           f"{sweep['service_exit']['code']}); the sweep stopped there. The end of its log:", "", "```",
+           sweep["service_exit"]["log_tail"], "```", ""] if sweep.get("service_exit") else []),
+        *(["Why answers degraded (think lines), by level:", "", *degraded, ""] if degraded else []),
+        *(["The service's most frequent warnings during the sweep (from its log):", "", *warnings, ""]
+          if warnings else []),
+        f"Targets at {TARGETS['sweep_level']} concurrent streams"
+        + ("" if at else " (that level was not part of this run)") + ":",
+        "",
+        table(["check", "target", "measured", ""], [[c[0], c[1], c[2], mark(c[3])] for c in checks]),
+        "",
+        "![concurrency sweep](bench/concurrency.png)",
+    ])
+
+
+def _mcp_section(data: dict[str, Any]) -> str:
+    rows = []
+    mcp = data["mcp"]
+    for mode, variants in mcp.items():
+        for variant, label in (("reused", "one long-lived session"), ("new", "new session per call")):
+            values = variants[variant]
+            rows.append([f"`{mode}`", label, len(values), ms(statistics.mean(values) if values else float("nan"), 2),
+                         ms(p(values, 50), 2), ms(p(values, 95), 2)])
+    ratios = [f"{mode}: {p(v['new'], 50) / p(v['reused'], 50):.1f}x" for mode, v in mcp.items()]
+    return "\n".join([
+        "## 6. MCP session reuse",
+        "",
+        "`search_collection` calls from the benchmark process through `graph.mcp_client.DocumentClient`, one at a "
+        "time, rotating over four collection/query pairs. Reused: one client, its session opened before timing. "
+        "New: a new client per call, so each call opens (and closes) its own session; closing is counted.",
+        "",
+        table(["mode", "session", "calls", "mean (ms)", "p50 (ms)", "p95 (ms)"], rows),
+        "",
+        "A new session per call costs " + ", ".join(ratios) + " the p50 of a reused session.",
+    ])
+
+
+def _cache_section(data: dict[str, Any]) -> str:
+    rows = []
+    for backend, v in data["cache"].items():
+        for kind in ("miss", "hit"):
+            values = v[kind]
+            target = mark(p(values, 50) * 1000 < TARGETS["cache_hit_ms"]) if kind == "hit" else ""
+            rows.append([backend, kind, len(values), ms(p(values, 50)), ms(p(values, 95)),
+                         ms(p(v["hit_ttfb"], 50)) if kind == "hit" else "", target])
+    notes = []
+    for backend, v in data["cache"].items():
+        if v["not_served_from_cache"]:
+            notes.append(f"- {backend}: {v['not_served_from_cache']} repeated requests were not answered from the cache.")
+    skipped = data["meta"].get("redis_note")
+    return "\n".join([
+        "## 7. Response cache",
+        "",
+        "`RESPONSE_CACHE=true`. Misses: distinct factual questions (the pipeline runs and fills the cache). "
+        "Hits: the first of them asked again; a hit is counted only when the think block says the answer came "
+        "from the cache. Time = request start → `data: [DONE]` over the streaming API.",
+        "",
+        table(["backend", "", "requests", "p50 (ms)", "p95 (ms)", "first byte p50 (ms)",
+               f"hit < {TARGETS['cache_hit_ms']:.0f} ms p50"], rows),
+        "",
+        *(notes + [""] if notes else []),
+        *([skipped, ""] if skipped else []),
+        "![cache hit vs miss](bench/cache.png)",
+    ])
+
+
+def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
+    """Data-driven observations: each sentence is computed from this run's numbers."""
+    groups = by_type(data["latency"])
+    ttft_s = data["meta"]["ttft_s"]
+    lines = ["## What the numbers show", ""]
+    share = {k: p((r.waits / r.total for r in v), 50) for k, v in groups.items() if v}
+    if share:
+        lines.append(
+            f"- **Waiting dominates.** Upstream and document-server waits cover "
+            f"{min(share.values()) * 100:.1f}–{max(share.values()) * 100:.1f}% of a request (p50 per type); "
+            "end-to-end latency is set by the number of sequential upstream calls, not by the service's own work. "
+            f"The think block opens within {worst(judged['ttfb']) * 1000:.0f} ms and the first answer token "
+            f"follows the upstream's first token by {worst(judged['excess']) * 1000:.1f} ms or less (p50)."
+        )
+    over = judged["overhead"]
+    heaviest = max(over, key=over.get) if over else None
+    if heaviest:
+        g = groups[heaviest]
+        head, tail = p((r.head for r in g), 50), p((r.tail for r in g), 50)
+        verdict = "within" if over[heaviest] * 1000 <= TARGETS["overhead_ms"] else "over"
+        lines.append(
+            f"- **Orchestration overhead** is {min(over.values()) * 1000:.0f}–{over[heaviest] * 1000:.0f} ms p50 per "
+            f"request, {verdict} the {TARGETS['overhead_ms']:.0f} ms target. For {heaviest} questions "
+            f"{head * 1000:.0f} ms pass before the first wait starts (routing, graph start-up, the MCP call's own "
+            f"client-side work), {tail * 1000:.0f} ms after the last wait ends (answer post-processing, sources), "
+            f"and {(over[heaviest] - head - tail) * 1000:.0f} ms between waits (graph steps between nodes, prompt "
+            "rendering, the gaps between a finished search and the next upstream call)."
+        )
+    s4 = judged["speedup"][4]
+    lines.append(
+        f"- **Parallel sub-agents work:** over four collections the research phase is {s4['research']:.2f}x faster "
+        f"than with `RESEARCH_CONCURRENCY=1` (ideal 4x); end to end that is {s4['total']:.2f}x, because the "
+        "decomposition and the streamed answer stay sequential."
+    )
+    calls = {k: statistics.mean(r.usage.get("upstream_calls", 0) for r in v) for k, v in groups.items() if v}
+    if calls:
+        lines.append(
+            "- **Upstream calls:** " + ", ".join(f"{k} {v:.0f}" for k, v in calls.items())
+            + f" per request (earlier designs: factual {EARLIER_CALLS['factual']}, comparative "
+            f"{EARLIER_CALLS['comparative']}). The comparative seed question compares two collections; over four "
+            f"collections it takes {statistics.mean(r.usage.get('upstream_calls', 0) for r in data['speedup']['parallel'][4] if r.ok):.0f}."
+        )
+    rows = data["sweep"]["levels"]
+    if rows:
+        top = max(rows, key=lambda r: r["level"])
+        busiest = max(rows, key=lambda r: r["service_cpu_util"])
+        single = judged["single_p50"]
+        measured = [r["service_cpu_per_request_ms"] for r in rows if r["level"] > 1 and r["errors"] < r["requests"]]
+        cpu_req = statistics.median(measured) if measured else max(rows[0]["service_cpu_per_request_ms"], 1e-9)
+        lines.append(
+            f"- **Under load** the service spends about {cpu_req:.0f} ms of CPU per request, all on one core (one "
+            f"process, one event loop), so it cannot finish more than about {1000 / cpu_req:.0f} requests/s; "
+            f"it reached {busiest['service_cpu_util'] * 100:.0f}% of a core at {busiest['level']} concurrent streams. "
+            f"At {top['level']} concurrent streams p95 was {top['p95']:.2f} s ({top['p95'] / single:.1f}x a single "
+            f"request), the event-loop lag reached {top['lag_max'] * 1000:.0f} ms and memory {top['rss_peak_mb']:.0f} MB, "
+            f"with {top['errors']} errors in {top['requests']} requests."
+        )
+        noisy = [r for r in rows if r["other_cpu_util"] > NOISY]
+        if noisy:
+            lines.append(
+                "- **Other load on the machine** took "
+                + ", ".join(f"{pct(r['other_cpu_util'])} of a core at level {r['level']}" for r in noisy)
+                + "; those levels' latency and lag are worse than the service alone would cause."
+            )
+        fake_worst = max(rows, key=lambda r: r["fake_ttft_p95"])
+        lines.append(
+            f"- **Harness check:** the fake upstream's own time to first token stayed at "
+            f"{fake_worst['fake_ttft_p95'] * 1000:.0f} ms p95 or less (configured {ttft_s * 1000:.0f} ms) and the "
+            f"benchmark process used at most {max(r['bench_cpu_util'] for r in rows) * 100:.0f}% of a core, on a "
+            f"{data['meta']['nproc']}-CPU machine that also runs the service and the document server; "
+            + ("queueing in the benchmark process is part of the high-concurrency numbers, so read them as an upper "
+               "bound." if fake_worst["fake_ttft_p95"] > ttft_s + 0.05 else
+               "the load generator was not the bottleneck.")
+        )
+    mcp = data["mcp"]
+    if mcp:
+        parts = [f"{mode} {p(v['reused'], 50) * 1000:.1f} ms reused vs {p(v['new'], 50) * 1000:.1f} ms new"
+                 for mode, v in mcp.items()]
+        lines.append("- **MCP sessions:** per `search_collection` call (p50) " + "; ".join(parts) + ". "
+                     "A long-lived session saves the handshake on every call.")
+        if "legacy" in mcp and "auto" in mcp:
+            legacy, auto = p(mcp["legacy"]["reused"], 50), p(mcp["auto"]["reused"], 50)
+            faster = "auto" if auto < legacy else "legacy"
+            lines.append(
+                f"  Against this (stateful, mcp 2.x) reference server `{faster}` is the faster protocol mode on a "
+                f"reused session ({min(legacy, auto) * 1000:.1f} vs {max(legacy, auto) * 1000:.1f} ms)."
+            )
+    cache = data["cache"]
+    if cache:
+        parts = [f"{b} {p(v['hit'], 50) * 1000:.1f} ms hit vs {p(v['miss'], 50) * 1000:.0f} ms miss"
+                 for b, v in cache.items()]
+        lines.append("- **Response cache:** " + "; ".join(parts) + " (p50).")
+    disturbed = [m for m in data["meta"].get("sections", []) if m["other_cpu_util"] > NOISY]
+    if disturbed:
+        lines.append("- **Disturbed parts:** other processes used " + ", ".join(
+            f"{pct(m['other_cpu_util'])} of a core during “{m['title']}”" for m in disturbed)
+            + "; their numbers are somewhat worse than an idle machine would give.")
+    failed = [c for c in judged["checks"] if c[3] is False]
+    lines += ["", "Targets missed in this run: " + ("; ".join(f"{c[0]} ({c[2]}, target {c[1]})" for c in failed)
+                                                  if failed else "none.")]
+    return "\n".join(lines)
+
+
+def write_report(data: dict[str, Any], out: Path) -> Path:
+    """Writes <out>/BENCHMARKS.md and <out>/bench/*.png; returns the Markdown path."""
+    out.mkdir(parents=True, exist_ok=True)
+    judged = judgements(data)
+    plots(data, judged, out / "bench")
+    groups = by_type(data["latency"])
+    headline = table(["target", "goal", "measured", ""], [[c[0], c[1], c[2], mark(c[3])] for c in judged["checks"]])
+    parts = [
+        "# Benchmarks",
+        "",
+        "Generated by `make bench` (`python -m bench`); do not edit by hand. Latency, overhead, parallelism, "
+        "upstream calls, concurrency, MCP sessions and the response cache of the service in LLM mode against a "
+        "fake upstream with fixed latency and the reference document server.",
+        "",
+        _meta_section(data["meta"]),
+        "",
+        "## Headline",
+        "",
+        headline,
+        "",
+        _latency_section(groups, judged, data["meta"]["ttft_s"]),
+        "",
+        _overhead_section(groups),
+        "",
+        _speedup_section(data, judged),
+        "",
+        _calls_section(groups),
+        "",
+        _sweep_section(data, judged),
+        "",
+        _mcp_section(data),
+        "",
+        _cache_section(data),
+        "",
+        _findings(data, judged),
+        "",
+    ]
+    path = out / "BENCHMARKS.md"
+    path.write_text("\n".join(parts), "utf-8")
+    return path

@@ -1,0 +1,377 @@
+"""The measurements of `python -m bench`, one coroutine per section of docs/BENCHMARKS.md.
+
+Each returns plain data (lists and dicts of floats in seconds) for `bench.report`; nothing here judges a
+number against a target. Requests of the single-request sections run one at a time, so every upstream call
+and every /mcp request inside a request's window belongs to that request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import statistics
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.harness import (
+    Proc,
+    Run,
+    UpstreamCall,
+    machine_busy_s,
+    mcp_intervals,
+    new_client,
+    percentile,
+    process_cpu_s,
+    sample_every,
+    scrape_gauge,
+    start_redis,
+    start_service,
+    stream_chat,
+    union_length,
+    upstream_calls,
+)
+from tests.fakes.fake_llm import FakeLLM
+
+QUESTIONS = {
+    "factual": "Wanneer vervalt de vergunning van kerncentrale Borssele?",
+    "comparative": "Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?",
+    "exploratory": "Welke documenten gaan over veiligheidscultuur?",
+    "deep_dive": "Geef een gedetailleerde uitleg van de Kernenergiewet",
+}
+COMPARATIVE_BY_COLLECTIONS = {
+    2: "Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?",
+    3: "Hoe verschillen IAEA, ANVS en de wet eisen voor veiligheidscultuur?",
+    4: "Hoe verschillen ANVS, IAEA, de wet en security eisen voor veiligheidscultuur?",
+}
+_tenants = itertools.count(1)
+
+
+def fresh_tenant() -> str:
+    """A new bearer token: the per-tenant plan cache (decompositions) cannot help the next run."""
+    return f"bench-{next(_tenants)}"
+
+
+@dataclass
+class Lab:
+    """What every scenario shares: the fake upstream, the timed document server, a scratch folder."""
+
+    fake: FakeLLM
+    docserver: str  # base URL; MCP endpoint at /mcp
+    work: Path
+    docserver_proc: Proc | None = None
+    procs: list[Proc] = field(default_factory=list)
+
+    @property
+    def mcp_url(self) -> str:
+        return self.docserver + "/mcp"
+
+    def service(self, name: str, **settings: object) -> tuple[Proc, str]:
+        proc, base = start_service(self.work, name, llm_url=self.fake.base_url, mcp_url=self.mcp_url, **settings)
+        self.procs.append(proc)
+        return proc, base
+
+    def stop(self, proc: Proc) -> None:
+        proc.stop()
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+
+# ------------------------------------------------------------------------------ per-request analysis
+
+
+@dataclass
+class Measured:
+    """One single-request run with its waits laid next to it (seconds, relative to the request start)."""
+
+    kind: str
+    ok: bool
+    degraded: bool
+    ttfb: float
+    first_think: float
+    first_answer: float
+    total: float
+    waits: float  # union of upstream and MCP wait intervals inside the request window
+    head: float  # request start -> first wait
+    tail: float  # last wait -> end of the stream
+    answer_excess: float  # first answer token - (answer call start + upstream TTFT)
+    research: float  # comparative: decomposition end -> answer call start (the parallel research phase)
+    calls: list[str]
+    usage: dict[str, Any]
+    mcp_calls: int
+    peak_agents: int  # most condense calls in flight at once
+
+    @property
+    def overhead(self) -> float:
+        return self.total - self.waits
+
+
+def _peak(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(a, 1) for a, _ in intervals] + [(b, -1) for _, b in intervals])
+    level = peak = 0
+    for _, step in edges:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+def analyse(kind: str, run: Run, calls: list[UpstreamCall], mcp: list[tuple[float, float]], ttft_s: float) -> Measured:
+    lo, hi = run.start, run.end
+    mine = sorted((c for c in calls if c.start < hi and c.end > lo), key=lambda c: c.start)
+    mcp_mine = [(a, b) for a, b in mcp if b > lo and a < hi]
+    waits = [(c.start, c.end) for c in mine] + mcp_mine
+    answer = [c for c in mine if c.kind == "answer"]
+    decompose = [c for c in mine if c.kind == "decompose"]
+    nan = float("nan")
+    return Measured(
+        kind=kind,
+        ok=run.ok,
+        degraded=run.degraded,
+        ttfb=run.since_start(run.first_byte),
+        first_think=run.since_start(run.first_think),
+        first_answer=run.since_start(run.first_answer),
+        total=run.total,
+        waits=union_length(waits, lo, hi),
+        head=(min(a for a, _ in waits) - lo) if waits else nan,
+        tail=(hi - max(b for _, b in waits)) if waits else nan,
+        answer_excess=(run.first_answer - answer[-1].start - ttft_s) if answer and run.first_answer else nan,
+        research=(answer[-1].start - decompose[0].end) if answer and decompose else nan,
+        calls=[c.kind for c in mine],
+        usage=run.usage,
+        mcp_calls=len(mcp_mine),
+        peak_agents=_peak([(c.start, c.end) for c in mine if c.kind == "condense"]),
+    )
+
+
+async def measure_one(lab: Lab, client: httpx.AsyncClient, base: str, kind: str, question: str) -> Measured:
+    await mcp_intervals(client, lab.docserver)  # forget waits from before this request
+    seen = lab.fake.calls
+    run = await stream_chat(client, base, question, tenant=fresh_tenant())
+    await asyncio.sleep(0.02)  # let the fake and the doc server close their books on this request
+    mcp = await mcp_intervals(client, lab.docserver)
+    return analyse(kind, run, upstream_calls(lab.fake)[seen:], mcp, lab.fake.ttft_s)
+
+
+# ------------------------------------------------------------------------------------------ sections
+
+
+async def latency_by_type(lab: Lab, base: str, runs: int, warm_up: bool = True) -> list[Measured]:
+    """Sections 1, 2 and 4: `runs` requests per query type, round-robin so that drift hits every type alike."""
+    results: list[Measured] = []
+    async with new_client() as client:
+        for kind, question in QUESTIONS.items() if warm_up else ():  # MCP session, imports, first-call paths
+            await measure_one(lab, client, base, kind, question)
+        for i in range(runs):
+            for kind, question in QUESTIONS.items():
+                results.append(await measure_one(lab, client, base, kind, question))
+            print(f"  latency: round {i + 1}/{runs}", flush=True)
+    return results
+
+
+async def comparative_runs(lab: Lab, base: str, runs: int, label: str, warm_up: bool = True) -> dict[int, list[Measured]]:
+    """Section 3, one configuration: the comparative question over 2, 3 and 4 collections."""
+    out: dict[int, list[Measured]] = {n: [] for n in COMPARATIVE_BY_COLLECTIONS}
+    async with new_client() as client:
+        if warm_up:
+            await measure_one(lab, client, base, "comparative", COMPARATIVE_BY_COLLECTIONS[4])
+        for i in range(runs):
+            for n, question in COMPARATIVE_BY_COLLECTIONS.items():
+                out[n].append(await measure_one(lab, client, base, "comparative", question))
+            print(f"  speedup ({label}): round {i + 1}/{runs}", flush=True)
+    return out
+
+
+def failure(run: Run) -> str:
+    if run.error:
+        return run.error[:80]
+    if run.status != 200:
+        return f"HTTP {run.status}"
+    return "stream ended without [DONE]" if not run.done else "no answer text"
+
+
+SWEEP_QUESTION = "Wanneer vervalt de vergunning van kerncentrale Borssele? (vraag {})"
+
+
+async def concurrency_sweep(lab: Lab, base: str, proc: Proc, levels: list[int], rounds: int,
+                            min_requests: int, settle_s: float = 1.5) -> dict[str, Any]:
+    """Section 5: for each level N, a closed loop with N clients, each sending its next request as soon as the
+    previous one ends, until max(N * rounds, min_requests) requests are done. Every question is distinct."""
+    numbers = itertools.count(1)
+    out: dict[str, Any] = {"levels": []}
+    async with new_client(8) as probe:
+        async with new_client(8) as client:  # warm-up, then the memory baseline
+            for _ in range(3):
+                await stream_chat(client, base, SWEEP_QUESTION.format(f"warm-{next(numbers)}"))
+        out["baseline_rss_mb"] = proc.rss_mb()
+        for level in levels:
+            await asyncio.sleep(settle_s)  # the lag gauge covers the last second: let the previous level age out
+            row = await _sweep_level(lab, base, proc, probe, level, max(level * rounds, min_requests), numbers)
+            out["levels"].append(row)
+            print(f"  sweep: {level} concurrent, {row['requests']} requests, {row['errors']} errors "
+                  f"{row['error_kinds'][:3]}, p95 {row['p95']:.2f}s, {row['throughput']:.1f} req/s", flush=True)
+            if proc.popen.poll() is not None:  # the service died: later levels would only measure that
+                out["service_exit"] = {"level": level, "code": proc.popen.returncode,
+                                       "log_tail": proc.log_path.read_text("utf-8", "replace")[-1500:]}
+                print(f"  the service exited with code {proc.popen.returncode}:\n{out['service_exit']['log_tail']}",
+                      flush=True)
+                break
+        out["lag_max_since_start"] = await scrape_gauge(probe, base, "neo_event_loop_lag_max_seconds") \
+            if proc.popen.poll() is None else None
+    out["service_warnings"] = log_warnings(proc)
+    return out
+
+
+def log_warnings(proc: Proc, limit: int = 6) -> list[tuple[str, int]]:
+    """The service's most frequent WARNING/ERROR log messages (ids and numbers blurred), with counts."""
+    counts: Counter[str] = Counter()
+    for line in proc.log_path.read_text("utf-8", "replace").splitlines():
+        match = re.search(r"\b(WARNING|ERROR|CRITICAL)\b.*", line)
+        if match:
+            text = re.sub(r"\[[0-9a-f]{32}\]|\d+(\.\d+)?", "#", match.group(0))
+            counts[text[:160]] += 1
+    return counts.most_common(limit)
+
+
+async def _sweep_level(lab: Lab, base: str, proc: Proc, probe: httpx.AsyncClient, level: int, total: int,
+                       numbers: Iterator[int]) -> dict[str, Any]:
+    todo = iter(range(total))  # shared by the workers: each takes the next request until none are left
+    runs: list[Run] = []
+    lags: list[float] = []
+    rss: list[float] = []
+
+    async def one_sample() -> None:
+        rss.append(proc.rss_mb())
+        lag = await scrape_gauge(probe, base, "neo_event_loop_lag_seconds")
+        if lag is not None:
+            lags.append(lag)
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        for _ in todo:
+            runs.append(await stream_chat(client, base, SWEEP_QUESTION.format(next(numbers))))
+
+    def cpu_now() -> tuple[float, float, float, float]:
+        docs = lab.docserver_proc.cpu_s() if lab.docserver_proc else 0.0
+        return proc.cpu_s(), process_cpu_s(), docs, machine_busy_s()
+
+    seen = lab.fake.calls
+    before, t0 = cpu_now(), time.perf_counter()
+    stop = asyncio.Event()
+    async with new_client(level + 4) as client:
+        sampler = asyncio.create_task(sample_every(0.5, one_sample, stop))
+        await asyncio.gather(*(worker(client) for _ in range(level)))
+        stop.set()
+        await sampler
+    wall = time.perf_counter() - t0
+    cpu, bench_cpu, docs_cpu, machine = (b - a for a, b in zip(before, cpu_now(), strict=True))
+    fake_ttft = [c.first_token - c.start for c in upstream_calls(lab.fake)[seen:] if c.first_token]
+    ok = [r for r in runs if r.ok]
+    return {
+        "level": level,
+        "requests": len(runs),
+        "errors": sum(not r.ok for r in runs),
+        "error_kinds": sorted({failure(r) for r in runs if not r.ok}),
+        "degraded": sum(r.degraded for r in ok),
+        "degraded_kinds": sorted({line.strip()[:100] for r in ok if r.degraded for line in r.think.splitlines()
+                                  if "niet beschikbaar" in line or "niet doorzocht" in line})[:5],
+        "wall_s": wall,
+        "throughput": len(ok) / wall,
+        "p50": percentile((r.total for r in ok), 50),
+        "p95": percentile((r.total for r in ok), 95),
+        "ttfb_p95": percentile((r.since_start(r.first_byte) for r in ok), 95),
+        "lag_max": max(lags, default=float("nan")),
+        "lag_samples": len(lags),
+        "rss_peak_mb": max(rss, default=proc.rss_mb()),
+        "service_cpu_per_request_ms": 1000 * cpu / max(1, len(runs)),
+        "service_cpu_util": cpu / wall,  # 1.0 = one core busy the whole level
+        "bench_cpu_util": bench_cpu / wall,
+        "docserver_cpu_util": docs_cpu / wall,
+        # machine-wide busy CPU minus our three processes: other load (and hypervisor steal) during the level
+        "other_cpu_util": max(0.0, machine - cpu - bench_cpu - docs_cpu) / wall,
+        "fake_ttft_p95": percentile(fake_ttft, 95),  # the fake's real first-token delay: is the harness keeping up?
+    }
+
+
+MCP_QUERIES = [
+    ("iaea", "veiligheidscultuur leiderschap"),
+    ("anvs", "vergunning Borssele"),
+    ("wetten_overheid", "Kernenergiewet artikel 15a"),
+    ("security", "beveiliging kernmateriaal"),
+]
+
+
+async def mcp_sessions(lab: Lab, calls: int) -> dict[str, dict[str, list[float]]]:
+    """Section 6: `search_collection` over one long-lived session vs. a new session (client) per call."""
+    from graph.mcp_client import DocumentClient
+
+    out: dict[str, dict[str, list[float]]] = {}
+    queries = itertools.cycle(MCP_QUERIES)
+    for mode in ("legacy", "auto"):
+        reused: list[float] = []
+        client = DocumentClient(lab.mcp_url, mode=mode)
+        try:
+            await client.search(*next(queries))  # opening the session is not a per-call cost here
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                await client.search(*next(queries))
+                reused.append(time.perf_counter() - t0)
+        finally:
+            await client.aclose()
+        fresh: list[float] = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            client = DocumentClient(lab.mcp_url, mode=mode)
+            try:
+                await client.search(*next(queries))
+            finally:
+                await client.aclose()  # a session per call also has to be closed: part of its cost
+            fresh.append(time.perf_counter() - t0)
+        out[mode] = {"reused": reused, "new": fresh}
+        print(f"  mcp ({mode}): reused p50 {statistics.median(reused) * 1000:.1f} ms, "
+              f"new session p50 {statistics.median(fresh) * 1000:.1f} ms", flush=True)
+    async with new_client() as client:
+        await mcp_intervals(client, lab.docserver)  # not needed later: drop them
+    return out
+
+
+async def response_cache(lab: Lab, hits: int, misses: int, redis: bool) -> dict[str, dict[str, Any]]:
+    """Section 7: cache misses (distinct questions) vs. hits (the first question again), in memory and,
+    when asked for, in a real redis-server."""
+    out: dict[str, dict[str, Any]] = {}
+    backends = ["memory"] + (["redis"] if redis else [])
+    for backend in backends:
+        redis_proc = None
+        settings: dict[str, object] = {"RESPONSE_CACHE": "true"}
+        if backend == "redis":
+            redis_proc, url = start_redis(lab.work)
+            settings["REDIS_URL"] = url
+        proc, base = lab.service(f"service-cache-{backend}", **settings)
+        try:
+            async with new_client() as client:
+                await stream_chat(client, base, QUESTIONS["factual"] + " (opwarmen)")
+                miss_runs = [
+                    await stream_chat(client, base, f"{QUESTIONS['factual']} (cache {backend} {i})")
+                    for i in range(misses)
+                ]
+                hit_runs = [
+                    await stream_chat(client, base, f"{QUESTIONS['factual']} (cache {backend} 0)") for _ in range(hits)
+                ]
+            out[backend] = {
+                "miss": [r.total for r in miss_runs if r.ok],
+                "hit": [r.total for r in hit_runs if r.ok and r.cached],
+                "hit_ttfb": [r.since_start(r.first_byte) for r in hit_runs if r.ok and r.cached],
+                "not_served_from_cache": sum(not (r.ok and r.cached) for r in hit_runs),
+                "hit_upstream_calls": max((r.usage.get("upstream_calls", 0) for r in hit_runs), default=0),
+            }
+            print(f"  cache ({backend}): hit p50 {percentile(out[backend]['hit'], 50) * 1000:.1f} ms, "
+                  f"miss p50 {percentile(out[backend]['miss'], 50) * 1000:.0f} ms", flush=True)
+        finally:
+            lab.stop(proc)
+            if redis_proc is not None:
+                redis_proc.stop()
+    return out
