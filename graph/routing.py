@@ -29,6 +29,8 @@ _LISTING = re.compile(
     r"\b(welke|which|what|zijn er|are there|is there|bestaan er)\b[^?]{0,60}?"
     r"(documenten|publicaties|publications|documents|conventions|verdragen|richtlijnen|guides|leidraden|normen|standards)\b"
 )
+# A question that opens with one of these asks for something specific, even without another signal
+_INTERROGATIVE = re.compile(r"^\s*(wat|wie|waar|wanneer|welk|welke|hoeveel|what|who|where|when|which)\b")
 _FOLLOW_UP_START = ("en ", "and ", "maar ", "but ", "ook ", "what about", "hoe zit het", "en wat", "and what")
 _FOLLOW_UP_REFERENCE = {"daarover", "daarvan", "hierover", "hiervan", "daarbij", "daarin", "daarop", "hiermee", "daarmee",
                         "it", "that", "this", "they", "their", "them", "those"}
@@ -65,6 +67,8 @@ def query_type(question: str, mentioned: int) -> tuple[QueryType, str]:
     for phrase in _FACTUAL_SIGNALS:
         if text.lstrip().startswith(phrase) or f" {phrase}" in text[:40]:
             return "factual", phrase.strip()
+    if opener := _INTERROGATIVE.match(text):
+        return "factual", opener.group(1)
     return "factual", "-"
 
 

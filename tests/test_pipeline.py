@@ -359,3 +359,12 @@ async def test_dependent_sub_question_runs_after_its_prerequisite(docs, llm, fak
     condense_prompts = [r["messages"][-1]["content"] for r in fake_llm.requests if "onderzoeksagent" in r["messages"][-1]["content"]]
     assert any("INSAG-4" in p.split("Oorspronkelijke vraag")[0] and "ANVS" in p.split("\n")[0] for p in condense_prompts)
     assert calls == fake_llm.calls <= 6  # decompose, two sub-agents, synthesis (no judging call needed)
+
+
+@pytest.mark.parametrize(("question", "kind", "collections"), ROUTING_CASES)
+def test_llm_mode_routes_the_table_without_a_model_call(question: str, kind: str, collections) -> None:
+    """In LLM mode the router asks the fast model only when no signal is clear: every labelled question has
+    one, so LLM mode routes the whole table exactly like the heuristics, with zero routing calls."""
+    from graph.routing import is_ambiguous
+
+    assert not is_ambiguous(heuristic_route(question, COLLECTIONS))
