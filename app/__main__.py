@@ -13,6 +13,7 @@ def main(argv: list[str] | None = None) -> None:
     serve = sub.add_parser("serve", help="run the HTTP service (default)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, help="worker processes (default: WORKERS, 1)")
     sub.add_parser("graph", help="print the compiled LangGraph pipeline as a Mermaid diagram")
     ask = sub.add_parser("ask", help="stream one question to the terminal")
     ask.add_argument("question")
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host if getattr(args, "host", None) else settings.host,
         port=args.port if getattr(args, "port", None) else settings.port,
         log_level=settings.log_level.lower(),
+        workers=getattr(args, "workers", None) or settings.workers,
     )
 
 

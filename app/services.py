@@ -81,6 +81,7 @@ class Services:
             claim_check=self.settings.claim_check,
             min_coverage=self.settings.min_coverage,
             research_seconds=self.settings.request_timeout_s * 0.5,
+            stream_interval_s=self.settings.stream_interval_ms / 1000,
             cache=self.cache,
             cache_ttl_s=self.settings.cache_ttl_s,
             tenant=tenant,

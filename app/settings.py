@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     # Documents (empty URL = the embedded reference document server)
     mcp_server_url: str = ""
     mcp_timeout_s: float = 20.0
-    mcp_protocol: Literal["legacy", "auto"] = "legacy"
+    mcp_protocol: Literal["legacy", "auto"] = "auto"
     collections_file: Path = ROOT / "graph" / "collections.json"
     prompts_dir: Path = ROOT / "prompts"
 
@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
     host: str = "127.0.0.1"
     port: int = 8000
+    workers: int = Field(1, ge=1)  # `python -m app serve` processes sharing the port (see README, Scaling out)
     request_timeout_s: float = 180.0
     max_body_bytes: int = 1_000_000
     max_messages: int = 200
@@ -49,6 +50,7 @@ class Settings(BaseSettings):
     rate_limit: str = ""  # e.g. "60/minute" per API key (per client address without a key); empty = off
     keepalive_s: float = 5.0
     think_mode: Literal["tags", "reasoning_content", "off"] = "tags"
+    stream_interval_ms: float = Field(20.0, ge=0)  # answer tokens within this interval go out as one chunk
     log_level: str = "INFO"
     log_json: bool = False  # one JSON object per log line (with request_id) for log shippers
 

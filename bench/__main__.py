@@ -1,4 +1,4 @@
-"""`python -m bench [--runs 30] [--levels 1,10,50,100,200] [--smoke] [--out docs]`
+"""`python -m bench [--runs 30] [--levels 1,10,50,100,200] [--workers 2] [--smoke] [--out docs]`
 
 Runs the service against the fake upstream (300 ms to the first token, 10 ms per token) and the reference
 document server, then writes <out>/BENCHMARKS.md and <out>/bench/*.png. A benchmark, not a test: nothing
@@ -40,6 +40,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--levels", default="1,10,50,100,200", help="concurrency levels (default: %(default)s)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny run (2 runs per type, levels 1,5, no Redis) to check the harness end to end")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="also sweep a service with this many worker processes; 1 = skip (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs", help="report folder (default: docs/)")
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",") if x.strip()]
@@ -111,6 +113,14 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                 lab, base, proc, args.levels, sizes["sweep_rounds"], sizes["sweep_min"], 0.5 if smoke else 1.5
             )
             lab.stop(proc)
+        if args.workers > 1:
+            with section(data, f"Concurrency sweep, {args.workers} workers (section 5)"):
+                proc, base = lab.service("service-sweep-workers", WORKERS=args.workers)
+                data["sweep_workers"] = await scenarios.concurrency_sweep(
+                    lab, base, proc, args.levels, sizes["sweep_rounds"], sizes["sweep_min"], 0.5 if smoke else 1.5
+                )
+                data["sweep_workers"]["workers"] = args.workers
+                lab.stop(proc)
     finally:
         for proc in list(lab.procs):
             lab.stop(proc)

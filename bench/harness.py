@@ -200,18 +200,30 @@ class Proc:
         tail = self.log_path.read_text("utf-8", "replace")[-3000:]
         raise RuntimeError(f"{self.name} did not become ready at {url}:\n{tail}")
 
+    def pids(self) -> list[int]:
+        """This process and its descendants (uvicorn's worker processes when WORKERS > 1)."""
+        return process_tree(self.pid)
+
     def rss_mb(self) -> float:
-        """Resident memory (VmRSS) in MiB."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        """Resident memory (VmRSS) in MiB, summed over the process and its descendants."""
+        total = 0
+        for pid in self.pids():
+            try:
+                lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            total += next((int(line.split()[1]) for line in lines if line.startswith("VmRSS:")), 0)
+        return total / 1024 if total else float("nan")
 
     def cpu_s(self) -> float:
-        try:
-            self._cpu = process_cpu_s(self.pid)
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            pass  # exited and reaped
+        """CPU seconds of the process and its live descendants (never less than the last reading)."""
+        total = 0.0
+        for pid in self.pids():
+            try:
+                total += process_cpu_s(pid)
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                pass  # exited and reaped
+        self._cpu = max(self._cpu, total)
         return self._cpu
 
     def stop(self) -> None:
@@ -224,6 +236,20 @@ class Proc:
                 self.popen.kill()
                 self.popen.wait(timeout=5)
         self._log.close()
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every descendant, from /proc/<pid>/task/*/children (Linux)."""
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        out.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*/children"):
+            try:
+                todo += [int(child) for child in task.read_text().split()]
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return out
 
 
 def process_cpu_s(pid: int | str = "self") -> float:

@@ -113,25 +113,54 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
          f"{out['speedup'][4]['research']:.2f}x (end to end {out['speedup'][4]['total']:.2f}x)",
          out["speedup"][4]["research"] >= t["speedup_4"]),
     ]
-    if at is None:
-        for name, target in (("errors", "0"), ("p95 latency", f"≤ {t['p95_ratio']}x single request"),
-                             ("event-loop lag", f"≤ {t['lag_ms']:.0f} ms"), ("resident memory", f"≤ {t['rss_mb']:.0f} MB")):
-            out["checks"].append((f"{t['sweep_level']} concurrent streams: {name}", target, "not run", None))
-    else:
-        ratio = at["p95"] / single
-        out["checks"] += [
-            (f"{at['level']} concurrent streams: errors", "0", f"{at['errors']} of {at['requests']}", at["errors"] == 0),
-            (f"{at['level']} concurrent streams: p95 latency", f"≤ {t['p95_ratio']}x single request",
-             f"{at['p95']:.2f} s = {ratio:.2f}x of {single:.2f} s", ratio <= t["p95_ratio"]),
-            (f"{at['level']} concurrent streams: event-loop lag (max)", f"≤ {t['lag_ms']:.0f} ms",
-             f"{at['lag_max'] * 1000:.0f} ms", at["lag_max"] * 1000 <= t["lag_ms"]),
-            (f"{at['level']} concurrent streams: resident memory (peak)", f"≤ {t['rss_mb']:.0f} MB",
-             f"{at['rss_peak_mb']:.0f} MB", at["rss_peak_mb"] <= t["rss_mb"]),
-        ]
+    out["checks"] += sweep_checks(data["sweep"], "")
+    if data.get("sweep_workers"):
+        out["checks"] += sweep_checks(data["sweep_workers"], f", {data['sweep_workers']['workers']} workers")
     for backend, hit in out["cache_hit"].items():
         out["checks"].append((f"Cache hit ({backend}), p50", f"< {t['cache_hit_ms']:.0f} ms", f"{hit * 1000:.1f} ms",
                               hit * 1000 < t["cache_hit_ms"]))
     return out
+
+
+def sweep_checks(sweep: dict[str, Any], label: str) -> list[tuple[str, str, str, bool | None]]:
+    """The four targets at TARGETS["sweep_level"] concurrent streams for one sweep (one service configuration);
+    the p95 is compared with that sweep's own single-request p50."""
+    t = TARGETS
+    levels = {row["level"]: row for row in sweep["levels"]}
+    single = levels.get(1, {}).get("p50", float("nan"))
+    at = levels.get(t["sweep_level"])
+    if at is None:
+        return [(f"{t['sweep_level']} concurrent streams{label}: {name}", target, "not run", None)
+                for name, target in (("errors", "0"), ("p95 latency", f"≤ {t['p95_ratio']}x single request"),
+                                     ("event-loop lag", f"≤ {t['lag_ms']:.0f} ms"),
+                                     ("resident memory", f"≤ {t['rss_mb']:.0f} MB"))]
+    ratio = at["p95"] / single
+    name = f"{at['level']} concurrent streams{label}"
+    return [
+        (f"{name}: errors", "0", f"{at['errors']} of {at['requests']}", at["errors"] == 0),
+        (f"{name}: p95 latency", f"≤ {t['p95_ratio']}x single request",
+         f"{at['p95']:.2f} s = {ratio:.2f}x of {single:.2f} s", ratio <= t["p95_ratio"]),
+        (f"{name}: event-loop lag (max)", f"≤ {t['lag_ms']:.0f} ms", f"{at['lag_max'] * 1000:.0f} ms",
+         at["lag_max"] * 1000 <= t["lag_ms"]),
+        (f"{name}: resident memory (peak)", f"≤ {t['rss_mb']:.0f} MB", f"{at['rss_peak_mb']:.0f} MB",
+         at["rss_peak_mb"] <= t["rss_mb"]),
+    ]
+
+
+def cpu_budget(sweep: dict[str, Any]) -> dict[str, float] | None:
+    """What the p95 target asks of the machine at TARGETS["sweep_level"] streams: a closed loop of N clients
+    finishes N requests per (latency), so p95 ≤ k × single needs about N / (k × single) requests/s; each costs
+    the CPU of the service, the document server and the load generator (client + fake upstream), measured."""
+    levels = {row["level"]: row for row in sweep["levels"]}
+    single, at = levels.get(1, {}).get("p50"), levels.get(TARGETS["sweep_level"])
+    if not single or at is None or not at["requests"]:
+        return None
+    per_request = {key: at[f"{key}_cpu_util"] * at["wall_s"] / at["requests"]
+                   for key in ("service", "docserver", "bench")}
+    needed_rps = at["level"] / (TARGETS["p95_ratio"] * single)
+    return {**{f"{k}_ms": v * 1000 for k, v in per_request.items()}, "needed_rps": needed_rps,
+            "needed_cores": needed_rps * sum(per_request.values()),
+            "service_cores": needed_rps * per_request["service"], "measured_rps": at["throughput"]}
 
 
 # ---------------------------------------------------------------------------------------------- plots
@@ -233,8 +262,16 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
         axes[0][0].axhline(1000 / statistics.median(busy), color="grey", linestyle=":",
                            label="one core / service CPU per request")
         axes[0][0].legend(fontsize=8)
+    workers = data.get("sweep_workers")
+    if workers and [r["level"] for r in workers["levels"]] == levels:
+        more = workers["levels"]
+        extra = [[r["throughput"] for r in more], [r["p95"] for r in more], [r["lag_max"] * 1000 for r in more],
+                 [r["rss_peak_mb"] for r in more]]
+        for (ax, *_), values in zip(panels, extra, strict=True):
+            ax.plot(xs, values, "s--", color="tab:orange", label=f"{workers['workers']} workers")
     for ax, values, label, target in panels:
-        ax.plot(xs, values, "o-")
+        ax.plot(xs, values, "o-", color="tab:blue", label="1 worker")
+        ax.legend(fontsize=8)
         if target is not None and not math.isnan(target):
             ax.axhline(target, color="red", linestyle="--", label="target")
             ax.legend(fontsize=8)
@@ -297,7 +334,7 @@ def _meta_section(meta: dict[str, Any]) -> str:
         "All timestamps are `time.perf_counter()` (CLOCK_MONOTONIC, shared by the processes).",
         "- Service settings: `LLM_MAX_CONCURRENCY=512`, `RESEARCH_CONCURRENCY=4` (1 for the sequential runs), "
         "`RESPONSE_CACHE=false` except in section 7, `LOG_LEVEL=WARNING`, everything else default "
-        "(`MCP_PROTOCOL=legacy`).",
+        "(`MCP_PROTOCOL=auto`, `STREAM_INTERVAL_MS=20`, one worker; section 5 also with `WORKERS=2`).",
         "- Single-request sections run one request at a time after one warm-up request per question, each with "
         "its own bearer token (the service has no API keys, so any token passes): plans are cached per token, "
         "so no run reuses an earlier run's decomposition. The question text is the seed question.",
@@ -431,9 +468,8 @@ def _calls_section(groups: dict[str, list[Measured]]) -> str:
     ])
 
 
-def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
-    sweep = data["sweep"]
-    single = judged["single_p50"]
+def _sweep_rows(sweep: dict[str, Any]) -> tuple[list[list[Any]], list[list[Any]]]:
+    single = {r["level"]: r for r in sweep["levels"]}.get(1, {}).get("p50", float("nan"))
     seen, cpu = [], []
     for r in sweep["levels"]:
         seen.append([
@@ -446,13 +482,38 @@ def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
             pct(r["docserver_cpu_util"]), pct(r["bench_cpu_util"]), pct(r["other_cpu_util"]),
             ms(r["fake_ttft_p95"], 0),
         ])
+    return seen, cpu
+
+
+def _sweep_notes(sweep: dict[str, Any]) -> list[str]:
     errors = [f"- {r['level']}: {', '.join(r['error_kinds'])}" for r in sweep["levels"] if r["error_kinds"]]
     degraded = [f"- {r['level']}: " + "; ".join(f"“{k}”" for k in r["degraded_kinds"])
                 for r in sweep["levels"] if r["degraded_kinds"]]
     warnings = [f"- {n}× `{text}`" for text, n in sweep.get("service_warnings", [])]
+    return [
+        *(["Errors by level:", "", *errors, ""] if errors else []),
+        *([f"**The service process exited during level {sweep['service_exit']['level']}** (exit code "
+           f"{sweep['service_exit']['code']}); the sweep stopped there. The end of its log:", "", "```",
+           sweep["service_exit"]["log_tail"], "```", ""] if sweep.get("service_exit") else []),
+        *(["Why answers degraded (think lines), by level:", "", *degraded, ""] if degraded else []),
+        *(["The service's most frequent warnings during the sweep (from its log):", "", *warnings, ""]
+          if warnings else []),
+    ]
+
+
+_SEEN_HEADER = ["concurrent", "requests", "errors", "degraded", "req/s", "p50 (s)", "p95 (s)", "p95 / single p50",
+                "first byte p95 (ms)", "lag max (ms)", "RSS peak (MB)"]
+_CPU_HEADER = ["concurrent", "service CPU / request (ms)", "service", "doc server", "benchmark (client + fake)",
+               "other", "fake TTFT p95 (ms)"]
+
+
+def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
+    sweep = data["sweep"]
+    single = judged["single_p50"]
+    seen, cpu = _sweep_rows(sweep)
     at = judged["sweep_row"]
     checks = [c for c in judged["checks"] if "concurrent streams" in c[0]]
-    return "\n".join([
+    lines = [
         "## 5. Concurrency sweep",
         "",
         "Closed loop: N clients each send a streaming request (factual question + \" (vraag N)\", distinct per "
@@ -461,10 +522,12 @@ def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
         "non-200 status, a transport failure, an in-band error event, or a stream without `[DONE]` or answer text; "
         "\"degraded\" answers fell back to extractive mode. Lag = the largest `neo_event_loop_lag_seconds` "
         "sampled every 0.5 s from /metrics while the level ran; memory = the largest VmRSS of the service "
-        f"process sampled at the same moments (after warm-up the service used {sweep['baseline_rss_mb']:.0f} MB).",
+        f"process and its children sampled at the same moments (after warm-up the service used "
+        f"{sweep['baseline_rss_mb']:.0f} MB).",
         "",
-        table(["concurrent", "requests", "errors", "degraded", "req/s", "p50 (s)", "p95 (s)", "p95 / single p50",
-               "first byte p95 (ms)", "lag max (ms)", "RSS peak (MB)"], seen),
+        "### One worker (the default)",
+        "",
+        table(_SEEN_HEADER, seen),
         "",
         f"Single request (level 1) p50: {single:.2f} s. `neo_event_loop_lag_max_seconds` after the sweep: "
         f"{(sweep.get('lag_max_since_start') or float('nan')) * 1000:.0f} ms.",
@@ -475,23 +538,36 @@ def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
         "service alone would. The fake upstream's real time to first token (configured: "
         f"{data['meta']['ttft_s'] * 1000:.0f} ms) shows whether the load generator kept up.",
         "",
-        table(["concurrent", "service CPU / request (ms)", "service", "doc server", "benchmark (client + fake)",
-               "other", "fake TTFT p95 (ms)"], cpu),
+        table(_CPU_HEADER, cpu),
         "",
-        *(["Errors by level:", "", *errors, ""] if errors else []),
-        *([f"**The service process exited during level {sweep['service_exit']['level']}** (exit code "
-           f"{sweep['service_exit']['code']}); the sweep stopped there. The end of its log:", "", "```",
-           sweep["service_exit"]["log_tail"], "```", ""] if sweep.get("service_exit") else []),
-        *(["Why answers degraded (think lines), by level:", "", *degraded, ""] if degraded else []),
-        *(["The service's most frequent warnings during the sweep (from its log):", "", *warnings, ""]
-          if warnings else []),
+        *_sweep_notes(sweep),
+    ]
+    workers = data.get("sweep_workers")
+    if workers:
+        seen, cpu = _sweep_rows(workers)
+        lines += [
+            f"### {workers['workers']} workers (`WORKERS={workers['workers']}`)",
+            "",
+            f"The same sweep against a fresh service started with `WORKERS={workers['workers']}`: uvicorn's worker "
+            "processes share the port, each with its own event loop, MCP session and upstream pool. CPU and "
+            "memory are summed over the supervisor and its workers; each lag sample comes from whichever worker "
+            "answered that /metrics request.",
+            "",
+            table(_SEEN_HEADER, seen),
+            "",
+            table(_CPU_HEADER, cpu),
+            "",
+            *_sweep_notes(workers),
+        ]
+    lines += [
         f"Targets at {TARGETS['sweep_level']} concurrent streams"
         + ("" if at else " (that level was not part of this run)") + ":",
         "",
         table(["check", "target", "measured", ""], [[c[0], c[1], c[2], mark(c[3])] for c in checks]),
         "",
         "![concurrency sweep](bench/concurrency.png)",
-    ])
+    ]
+    return "\n".join(lines)
 
 
 def _mcp_section(data: dict[str, Any]) -> str:
@@ -595,13 +671,44 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
         measured = [r["service_cpu_per_request_ms"] for r in rows if r["level"] > 1 and r["errors"] < r["requests"]]
         cpu_req = statistics.median(measured) if measured else max(rows[0]["service_cpu_per_request_ms"], 1e-9)
         lines.append(
-            f"- **Under load** the service spends about {cpu_req:.0f} ms of CPU per request, all on one core (one "
-            f"process, one event loop), so it cannot finish more than about {1000 / cpu_req:.0f} requests/s; "
+            f"- **Under load** the service spends about {cpu_req:.0f} ms of CPU per request; with one worker that is "
+            f"all on one core (one process, one event loop), so it cannot finish more than about "
+            f"{1000 / cpu_req:.0f} requests/s; "
             f"it reached {busiest['service_cpu_util'] * 100:.0f}% of a core at {busiest['level']} concurrent streams. "
             f"At {top['level']} concurrent streams p95 was {top['p95']:.2f} s ({top['p95'] / single:.1f}x a single "
             f"request), the event-loop lag reached {top['lag_max'] * 1000:.0f} ms and memory {top['rss_peak_mb']:.0f} MB, "
             f"with {top['errors']} errors in {top['requests']} requests."
         )
+        budget = cpu_budget(data["sweep"])
+        if budget:
+            lines.append(
+                f"- **What the p95 target asks of this machine:** {TARGETS['sweep_level']} clients in a closed loop "
+                f"stay within {TARGETS['p95_ratio']}x of the {single:.2f} s single request only if about "
+                f"{budget['needed_rps']:.0f} requests/s finish (measured: {budget['measured_rps']:.1f}). Each request "
+                f"cost {budget['service_ms']:.0f} ms of CPU in the service, {budget['docserver_ms']:.0f} ms in the "
+                f"document server and {budget['bench_ms']:.0f} ms in the load generator (client and fake upstream), "
+                f"so that rate needs about {budget['needed_cores']:.1f} cores in all, {budget['service_cores']:.1f} "
+                f"of them for the service, on a machine with {data['meta']['nproc']}: the p95 and lag targets at this "
+                "level measure the machine more than the service, and scale with cores (workers) and with the "
+                "service's CPU per request."
+            )
+        workers = data.get("sweep_workers")
+        if workers:
+            one = {r["level"]: r for r in rows}
+            more = {r["level"]: r for r in workers["levels"]}
+            level = TARGETS["sweep_level"] if TARGETS["sweep_level"] in one and TARGETS["sweep_level"] in more \
+                else max(set(one) & set(more), default=None)
+            if level is not None:
+                a, b = one[level], more[level]
+                lines.append(
+                    f"- **{workers['workers']} workers** at {level} concurrent streams: {a['throughput']:.1f} → "
+                    f"{b['throughput']:.1f} requests/s, p95 {a['p95']:.2f} → {b['p95']:.2f} s, event-loop lag "
+                    f"{a['lag_max'] * 1000:.0f} → {b['lag_max'] * 1000:.0f} ms, memory {a['rss_peak_mb']:.0f} → "
+                    f"{b['rss_peak_mb']:.0f} MB; the service then used {b['service_cpu_util'] * 100:.0f}% of a core "
+                    f"(one worker: {a['service_cpu_util'] * 100:.0f}%), the rest of the machine going to the document "
+                    f"server ({b['docserver_cpu_util'] * 100:.0f}%) and the load generator "
+                    f"({b['bench_cpu_util'] * 100:.0f}%)."
+                )
         noisy = [r for r in rows if r["other_cpu_util"] > NOISY]
         if noisy:
             lines.append(

@@ -17,7 +17,7 @@ from graph.nodes.deep_read import deep_read
 from graph.nodes.explore import explore
 from graph.nodes.judge import after_judge, judge
 from graph.nodes.plan import plan
-from graph.nodes.research import build_research_agent
+from graph.nodes.research import research
 from graph.nodes.route import after_explore, after_route, route
 from graph.nodes.summarize import summarize
 from graph.nodes.synthesize import synthesize
@@ -37,7 +37,7 @@ def build_graph():
     graph.add_node("route", route)
     graph.add_node("explore", explore)
     graph.add_node("plan", plan)
-    graph.add_node("research", build_research_agent())
+    graph.add_node("research", research)
     graph.add_node("deep_read", deep_read)
     graph.add_node("summarize", summarize)
     graph.add_node("judge", judge)

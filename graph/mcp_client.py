@@ -179,11 +179,12 @@ class _Session:
 
 class DocumentClient:
     def __init__(
-        self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None, mode: str = "legacy"
+        self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None, mode: str = "auto"
     ) -> None:
         self.url = url
-        # "legacy" = the initialize handshake with a stateful session, which every 1.x and 2.x server speaks and
-        # which measured about 10x faster per call than the 2026 stateless protocol; "auto" negotiates.
+        # "auto" negotiates: the per-request 2026 protocol where the server speaks it (no shared session stream,
+        # so parallel calls do not queue behind each other: docs/BENCHMARKS.md, section 6), else the initialize
+        # handshake; "legacy" always uses the handshake with a stateful session.
         self.mode = mode
         self.timeout_s = timeout_s
         self._display_to_name = {v.lower(): k for k, v in (display_names or {}).items()}

@@ -26,8 +26,8 @@ class NodeTimings:
         self._started: dict[str, float] = {}
         self.seconds: dict[str, float] = {}
 
-    def observe(self, namespace: tuple[str, ...], task: dict) -> None:
-        name = "/".join([*(part.split(":")[0] for part in namespace), task["name"]])
+    def observe(self, task: dict) -> None:
+        name = task["name"]
         if "input" in task:
             self._started[task["id"]] = time.perf_counter()
         elif task["id"] in self._started:
@@ -65,16 +65,14 @@ async def run_pipeline(
 
     async def pump() -> None:
         try:
-            # subgraphs=True: custom events of the research sub-agents reach the stream too;
-            # "tasks" marks node starts and ends, which gives the per-node timings for the log
+            # "custom": the thought events the nodes emit; "tasks" marks node starts and ends, which gives the
+            # per-node timings for the log
             config = {"max_concurrency": max_concurrency, "recursion_limit": 50}
-            async for namespace, mode, chunk in graph.astream(
-                state, config, context=context, stream_mode=["custom", "tasks"], subgraphs=True
-            ):
+            async for mode, chunk in graph.astream(state, config, context=context, stream_mode=["custom", "tasks"]):
                 if mode == "custom":
                     queue.put_nowait(chunk)
                 else:
-                    timings.observe(namespace, chunk)
+                    timings.observe(chunk)
             queue.put_nowait(_END)
             log.info("pipeline finished", extra={"node_seconds": timings.summary()})
         except Exception as exc:  # handed to the consumer, which decides how to report it

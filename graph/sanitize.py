@@ -115,17 +115,22 @@ class LeakFilter:
 
     def __init__(self, prompt: str, min_len: int = 30) -> None:
         self.secrets = [line.strip(" -*") for line in prompt.splitlines() if len(line.strip(" -*")) >= min_len]
+        self._longest = max((len(s) for s in self.secrets), default=0)
+        self._firsts = {s[0] for s in self.secrets}
         self._pending = ""
 
     def _held(self, text: str) -> int:
-        """Length of the longest tail of `text` that is a prefix of a secret line."""
-        best = 0
-        for secret in self.secrets:
-            for size in range(min(len(secret) - 1, len(text)), best, -1):
-                if secret.startswith(text[-size:]):
-                    best = size
-                    break
-        return best
+        """Length of the longest tail of `text` that is a proper prefix of a secret line.
+
+        Runs once per streamed token: only the positions whose character starts some secret are tried, from
+        the earliest (longest tail) on, so a token costs about one pass over the short text."""
+        n = len(text)
+        for i in range(max(0, n - self._longest + 1), n):
+            if text[i] in self._firsts:
+                tail = text[i:]
+                if any(len(tail) < len(s) and s.startswith(tail) for s in self.secrets):
+                    return n - i
+        return 0
 
     def feed(self, delta: str) -> str:
         text = self._pending + delta

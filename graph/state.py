@@ -143,6 +143,7 @@ class Context:
     claim_check: str = "auto"  # auto | on | off
     research_seconds: float = 60.0  # time budget for research rounds
     ledger_limit: int = 12  # evidence entries the answer may cite
+    stream_interval_s: float = 0.0  # answer deltas closer together than this are sent as one (0 = every delta)
     min_coverage: float = 0.6  # share of topic words a passage must contain for a factual answer (offline)
     cache: Cache | None = None  # plan cache (routes, decompositions, rewrites made by the model)
     cache_ttl_s: float = 3600.0

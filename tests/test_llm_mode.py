@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -36,6 +37,18 @@ def llm_service(service, fake_llm: FakeLLM):
     return start
 
 
+def streamed_contents(base: str, payload: dict) -> Iterator[tuple[str, float]]:
+    """(content delta, perf_counter() when it arrived) of each chunk of a streamed completion."""
+    with httpx.stream("POST", base + "/v1/chat/completions", json=payload, timeout=30) as response:
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[6:])
+            content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+            if content:
+                yield content, time.perf_counter()
+
+
 def answer_of(response: httpx.Response) -> tuple[str, str]:
     text = content_of(chunks(sse_events(response)))
     think, _, answer = text.partition("</think>")
@@ -65,16 +78,11 @@ def test_answer_tokens_stream_while_upstream_is_still_generating(llm_service, fa
     script(fake_llm, answer=Reply(text=" ".join(["woord"] * 40) + " [1].", ttft_s=0.3, token_delay_s=0.03))
     base = llm_service()
     seen: dict[str, float] = {}
-    with httpx.stream("POST", base + "/v1/chat/completions", json=body(), timeout=30) as response:
-        for line in response.iter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[6:])
-            content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
-            if content and "Vraagtype" in content:
-                seen.setdefault("think", time.perf_counter())
-            if content and "woord" in content:
-                seen.setdefault("answer", time.perf_counter())
+    for content, arrived in streamed_contents(base, body()):
+        if "Vraagtype" in content:
+            seen.setdefault("think", arrived)
+        if "woord" in content:
+            seen.setdefault("answer", arrived)
     synth = fake_llm.timings[-1]
     # ordering, not speed: the think line came before the upstream's first token, and the first answer
     # token reached the client before the upstream finished its stream
@@ -188,3 +196,55 @@ async def test_disconnect_cancels_a_non_streaming_request(llm_service, fake_llm:
         assert fake_llm.in_flight == 1
         request.cancel()
     assert await fake_llm.wait_idle(3.0)
+
+
+def _answer_chunks(response: httpx.Response) -> list[str]:
+    """Content pieces after </think>, one per SSE chunk."""
+    pieces, after = [], False
+    for chunk in chunks(sse_events(response)):
+        content = chunk["choices"][0]["delta"].get("content") if chunk["choices"] else None
+        if not content:
+            continue
+        if after:
+            pieces.append(content)
+        after = after or "</think>" in content
+    return pieces
+
+
+@pytest.mark.parametrize("interval_ms", [0, 20, 1000])
+def test_answer_deltas_are_grouped_by_stream_interval(llm_service, fake_llm: FakeLLM, interval_ms: int) -> None:
+    words = " ".join(f"woord{i}" for i in range(60)) + " [1]."
+    script(fake_llm, answer=Reply(text=words, token_delay_s=0.001))
+    base = llm_service(stream_interval_ms=interval_ms)
+    response = httpx.post(base + "/v1/chat/completions", json=body(), timeout=30)
+    pieces = _answer_chunks(response)
+    # the same answer whatever the grouping: every word, in order, and the sources after it
+    assert "".join(pieces).startswith(words)
+    streamed = [p for p in pieces if "woord" in p]
+    if interval_ms == 0:
+        assert len(streamed) >= 60  # one chunk per upstream token
+    else:
+        # the upstream sends 61 tokens 1 ms apart: grouped into far fewer chunks, the first word on its own
+        assert streamed[0] == "woord0 "
+        assert len(streamed) < 30
+    if interval_ms == 1000:
+        # a held piece goes out when the answer ends, not a second later: nothing is lost or reordered
+        assert len(streamed) <= 3
+
+
+def test_held_answer_text_is_sent_when_the_upstream_pauses(llm_service, fake_llm: FakeLLM) -> None:
+    # tokens 0.3 s apart, interval 1 s: "alfa" goes out at once, "beta gamma delta" are held and sent by the
+    # timer about a second later, while the upstream is still generating "epsilon"
+    script(fake_llm, answer=Reply(text="alfa beta gamma delta epsilon [1].", token_delay_s=0.3))
+    base = llm_service(stream_interval_ms=1000)
+    arrivals: list[tuple[str, float]] = []
+    after = False
+    for content, arrived in streamed_contents(base, body()):
+        if after:
+            arrivals.append((content, arrived))
+        after = after or "</think>" in content
+    upstream_end = fake_llm.timings[-1]["end"]
+    assert arrivals[0][0] == "alfa "
+    assert "".join(text for text, _ in arrivals).startswith("alfa beta gamma delta epsilon [1].")
+    held = next(t for text, t in arrivals if "beta" in text)
+    assert held < upstream_end  # sent by the timer, not only when the stream ended

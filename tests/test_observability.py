@@ -45,4 +45,4 @@ def test_json_logs_carry_request_id_and_node_timings(service, capfd) -> None:
     records = [_json.loads(line) for line in err.splitlines() if line.startswith("{")]
     finished = [r for r in records if r.get("message") == "pipeline finished"]
     assert finished and finished[-1]["request_id"] == "rid-42"
-    assert {"route", "plan", "research/search", "summarize", "synthesize"} <= set(finished[-1]["node_seconds"])
+    assert {"route", "plan", "research", "summarize", "synthesize"} <= set(finished[-1]["node_seconds"])

@@ -132,3 +132,33 @@ def test_env_example_documents_every_setting() -> None:
     documented = {line.split("=", 1)[0].strip("# ").strip() for line in (ROOT / ".env.example").read_text().splitlines()
                   if "=" in line}
     assert {name.upper() for name in Settings.model_fields} <= documented
+
+
+def _held_reference(secrets: list[str], text: str) -> int:
+    """The obvious quadratic definition: the longest tail of `text` that is a proper prefix of a secret."""
+    return max((size for s in secrets for size in range(1, min(len(s) - 1, len(text)) + 1) if s.startswith(text[-size:])),
+               default=0)
+
+
+_SECRET_PROMPT = "Je bent NEO NL, een assistent voor nucleaire regelgeving.\n- Citeer alleen met [n] uit de lijst.\nkort"
+
+
+@pytest.mark.parametrize("text", [
+    "", "x", "J", "Je bent", "antwoord. Je bent NEO", "Citeer alleen", "zzz Citeer alleen met [n] uit de lijs",
+    "JeJe bent NEO NL", "CiCiteer", "een assistent", "kort", "Je bent NEO NL, een assistent voor nucleaire regelgeving",
+])
+def test_leak_filter_holds_exactly_the_longest_secret_prefix(text: str) -> None:
+    from graph.sanitize import LeakFilter
+
+    leak = LeakFilter(_SECRET_PROMPT)
+    assert leak.secrets == ["Je bent NEO NL, een assistent voor nucleaire regelgeving.", "Citeer alleen met [n] uit de lijst."]
+    assert leak._held(text) == _held_reference(leak.secrets, text)
+
+
+def test_leak_filter_redacts_a_prompt_line_split_over_tokens() -> None:
+    from graph.sanitize import LeakFilter
+
+    leak = LeakFilter(_SECRET_PROMPT)
+    answer = "Zoals gevraagd: Citeer alleen met [n] uit de lijst. Verder niets."
+    out = "".join(leak.feed(answer[i:i + 3]) for i in range(0, len(answer), 3)) + leak.flush()
+    assert out == "Zoals gevraagd: […] Verder niets."

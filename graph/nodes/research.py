@@ -1,15 +1,19 @@
-"""Research sub-agent: a subgraph that searches one collection and condenses what it found.
+"""Research sub-agent: searches one collection and condenses what it found; one per task, run in parallel
+by `Send` from the parent graph.
 
-Its input and output schemas are the context firewall: the parent sends a `ResearchTask` and gets back only
-evidence, facts with evidence ids, coverage and gaps, never the sub-agent's prompts or scratch state.
-A failing search becomes a recorded gap; the other sub-agents go on.
+Its input and output types are the context firewall: the parent sends a `ResearchInput` and gets back only a
+`ResearchOutput` (evidence, facts with evidence ids, coverage and gaps), never the sub-agent's prompts or
+scratch state. A failing search becomes a recorded gap; the other sub-agents go on.
+
+It is one node of two steps rather than a two-node subgraph: a compiled subgraph runs a Pregel loop of its
+own per invocation (channels, checkpoints, task preparation), which measured 17% of the service's CPU under
+load (docs/BENCHMARKS.md) for a sequence that has no branches.
 """
 
 from __future__ import annotations
 
 from typing import TypedDict
 
-from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from graph import messages
@@ -38,7 +42,7 @@ class ResearchOutput(TypedDict, total=False):
 
 
 class ResearchState(ResearchInput, ResearchOutput, total=False):
-    pass
+    """What the two steps share inside one sub-agent."""
 
 
 def focus(hits: list[Evidence], doc_ids: list[str], limit: int) -> list[Evidence]:
@@ -91,11 +95,9 @@ async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
     return {"facts": facts, "covered": [task.id] if facts else [], "usage": usage}
 
 
-def build_research_agent():
-    graph = StateGraph(ResearchState, context_schema=Context, input_schema=ResearchInput, output_schema=ResearchOutput)
-    graph.add_node("search", search)
-    graph.add_node("condense", condense)
-    graph.add_edge(START, "search")
-    graph.add_edge("search", "condense")
-    graph.add_edge("condense", END)
-    return graph.compile()
+async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchOutput:
+    """search, then condense what was found (a failed search ends the sub-agent with its gap)."""
+    work: ResearchState = {**state, **await search(state, runtime)}  # type: ignore[typeddict-item]
+    if not work.get("gaps"):
+        work.update(await condense(work, runtime))  # type: ignore[typeddict-item]
+    return {key: work[key] for key in ResearchOutput.__annotations__ if key in work}  # type: ignore[return-value]

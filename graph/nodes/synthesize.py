@@ -5,6 +5,8 @@ The answer streams as the upstream produces it; the sources list is rendered fro
 
 from __future__ import annotations
 
+import asyncio
+
 from langgraph.runtime import Runtime
 
 from graph import messages
@@ -56,21 +58,61 @@ def _check_claims(ctx: Context, question: str, collections: list[str]) -> bool:
 
 
 class _Answer:
-    """Collects the answer while emitting it; citation markers pass the ledger check first."""
+    """Collects the answer while emitting it; citation markers pass the ledger check first.
 
-    def __init__(self, size: int, system_prompt: str = "") -> None:
+    Deltas that arrive within `interval_s` of the previous send go out together: the first at once, the
+    rest at most `interval_s` later (a timer sends what is held when the upstream pauses). Every sent delta
+    costs a trip through the graph stream, the renderer and the socket for each streaming client, so at
+    10 ms per upstream token a 20 ms interval halves that work without a visible difference in a chat UI.
+    `finish()` must run before the node returns: it sends what is still held and stops the timer.
+    """
+
+    def __init__(self, size: int, system_prompt: str = "", interval_s: float = 0.0) -> None:
         self.filter = CitationFilter(size)
         self.leak = LeakFilter(system_prompt)
         self.parts: list[str] = []
+        self.interval_s = interval_s
+        self._held: list[str] = []
+        self._sent_at = float("-inf")  # loop.time() of the last send
+        self._timer: asyncio.TimerHandle | None = None
 
     def write(self, text: str, *, check: bool = True) -> None:
         out = self.filter.feed(self.leak.feed(text)) if check else text
-        if out:
-            self.parts.append(out)
-            emit(AnswerDelta(out))
+        if not out:
+            return
+        self.parts.append(out)
+        loop = asyncio.get_running_loop()
+        wait = self._sent_at + self.interval_s - loop.time()
+        if wait <= 0 and not self._held:
+            self._send(out, loop.time())
+            return
+        self._held.append(out)
+        if self._timer is None:  # the callback runs in this task's context, where emit() reaches the stream
+            self._timer = loop.call_later(max(wait, 0.0), self._flush)
+
+    def _send(self, text: str, now: float) -> None:
+        self._sent_at = now
+        emit(AnswerDelta(text))
+
+    def _flush(self) -> None:
+        self._timer = None
+        if self._held:
+            text = "".join(self._held)
+            self._held.clear()
+            self._send(text, asyncio.get_running_loop().time())
 
     def close(self) -> None:
         self.write(self.filter.feed(self.leak.flush()) + self.filter.flush(), check=False)
+
+    def finish(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._flush()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     @property
     def text(self) -> str:
@@ -78,20 +120,33 @@ class _Answer:
 
 
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
-    ctx, language, question = runtime.context, state["language"], state["question"]
+    ctx, language = runtime.context, state["language"]
     route, facts, gaps = state["route"], state.get("facts", []), state.get("gaps", [])
     ledger = build_ledger(facts, state.get("evidence", []), route.collections, limit=ctx.ledger_limit)
     verdict = state.get("verdict")
     if ledger and verdict and verdict.missing and state.get("stop_reason") != "sufficient":
         gaps = gaps + [messages.line("not_found", language, missing=", ".join(verdict.missing))]
     display = {c.name: c.display_name for c in ctx.collections}
-    usage = Usage()
     system = ""
     if ctx.llm is not None:
         style = ctx.prompts.render(f"style_{route.query_type}", language)
         system = ctx.prompts.render("synthesize_system", language, style=style)
-    answer = _Answer(len(ledger), system)
+    answer = _Answer(len(ledger), system, ctx.stream_interval_s)
+    try:
+        result = await _write_answer(state, ctx, ledger, gaps, display, system, answer)
+    except BaseException:  # cancelled (client gone) or failed: nothing more is sent
+        answer.cancel()
+        raise
+    answer.finish()
+    return result
 
+
+async def _write_answer(
+    state: State, ctx: Context, ledger: list[Evidence], gaps: list[str], display: dict[str, str], system: str,
+    answer: _Answer,
+) -> dict:
+    language, question, route, facts = state["language"], state["question"], state["route"], state.get("facts", [])
+    usage = Usage()
     for n, e in enumerate(ledger, 1):
         emit(SourceFound(n, e.title, e.collection, e.url, e.id, e.text[:500]))
     if not ledger:

@@ -317,8 +317,8 @@ class FakeLLM:
             time.sleep(0.01)
         return True
 
-    def _begin(self, body: dict[str, Any]) -> _Track:
-        track = _Track(timing={"start": time.perf_counter(), "first_token": None, "end": None})
+    def _begin(self, body: dict[str, Any], arrived: float) -> _Track:
+        track = _Track(timing={"start": arrived, "first_token": None, "end": None})
         with self._lock:
             self._requests.append(body)
             self._timings.append(track.timing)
@@ -348,6 +348,9 @@ class FakeLLM:
             await JSONResponse(error_body(404, f"no route {method} {path}"), 404)(scope, receive, send)
 
     async def _chat(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # the upstream's part of a call starts when the request reaches it: reading and parsing the body
+        # (a prompt of several kB) is the upstream's time, not its client's
+        arrived = time.perf_counter()
         raw = await Request(scope, receive).body()
         try:
             body = json.loads(raw)
@@ -358,7 +361,7 @@ class FakeLLM:
             await JSONResponse(error_body(400, problem), 400)(scope, receive, send)
             return
         reply = self._match(body)
-        track = self._begin(body)
+        track = self._begin(body, arrived)
         self._loop = asyncio.get_running_loop()
         transport = _transport(send)
         if transport is not None:
