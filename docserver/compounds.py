@@ -17,8 +17,10 @@ word by treating the words of the query as known too.
 """
 
 import math
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
+from itertools import accumulate
 
 from .text import STOPWORDS, stems
 
@@ -55,6 +57,10 @@ class Decompounder:
                 if len(stem) >= MIN_STEM:
                     self._stems[stem] += n
         self._compounds = sorted(w for w in self._words if len(w) >= 2 * MIN_PART)
+        # All compounds in one newline-separated string: `str.find` scans it at C speed for the compounds that
+        # contain a fragment, instead of a Python loop over the whole vocabulary for every unknown query word.
+        self._blob = "\n".join(self._compounds)
+        self._starts = list(accumulate((len(w) + 1 for w in self._compounds[:-1]), initial=0))
         self._splits: dict[str, _Split | None] = {}
 
     def known(self, word: str) -> bool:
@@ -82,14 +88,22 @@ class Decompounder:
         "dosislimieten", and "diepte" with "verdediging" finds "diepteverdediging".
         """
         word_stems = stems(word)
-        fragments = [s for s in word_stems if len(s) >= MIN_PART]
+        candidates = sorted({i for s in word_stems if len(s) >= MIN_PART for i in self._containing(s)})
         return [
             w
-            for w in self._compounds
-            if w != word
-            and any(f in w for f in fragments)
-            and any(stems(p) & word_stems for p in self.parts(w, extra | {word}))
+            for w in (self._compounds[i] for i in candidates)
+            if w != word and any(stems(p) & word_stems for p in self.parts(w, extra | {word}))
         ]
+
+    def _containing(self, fragment: str) -> set[int]:
+        """Indexes (into the sorted compounds) of the compounds that contain ``fragment``."""
+        found: set[int] = set()
+        at = self._blob.find(fragment)
+        while at >= 0:
+            i = bisect_right(self._starts, at) - 1
+            found.add(i)
+            at = self._blob.find(fragment, self._starts[i] + len(self._compounds[i]) + 1)
+        return found
 
     def _frequency(self, word: str, last: bool, extra: frozenset[str]) -> int:
         if word in self._words:

@@ -262,6 +262,21 @@ def test_decompounder_uses_query_words() -> None:
     assert decompounder.compounds_with("xyzzy", frozenset({"xyzzy"})) == []
 
 
+@pytest.mark.parametrize("word", ["centrale", "kern", "energie", "straling", "limiet", "cultuur", "reactor", "15a", "e"])
+def test_compounds_with_matches_a_scan_of_the_whole_vocabulary(word: str) -> None:
+    """The substring index finds exactly the compounds a plain scan over every vocabulary word finds."""
+    from docserver.compounds import MIN_PART
+    from docserver.text import stems
+
+    decompounder = Decompounder(VOCABULARY)
+    extra = frozenset({word, "dosis"})
+    fragments = [s for s in stems(word) if len(s) >= MIN_PART]
+    scan = [w for w in sorted(decompounder._words) if len(w) >= 2 * MIN_PART and w != word
+            and any(f in w for f in fragments)
+            and any(stems(p) & stems(word) for p in decompounder.parts(w, extra | {word}))]
+    assert decompounder.compounds_with(word, extra) == scan
+
+
 def compound_index(decompound: bool) -> Index:
     texts = {
         "a-verlening": "De vergunningverlening duurt lang.",
