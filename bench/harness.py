@@ -131,7 +131,7 @@ def call_kind(body: dict[str, Any]) -> str:
 def start_fake_llm(ttft_s: float = TTFT_S, token_delay_s: float = TOKEN_DELAY_S) -> FakeLLM:
     """The fake upstream (by default with the issue's fixed latency) and a valid reply for every prompt of the
     pipeline."""
-    fake = FakeLLM(ttft_s=ttft_s, token_delay_s=token_delay_s).start()
+    fake = FakeLLM(ttft_s=ttft_s, token_delay_s=token_delay_s, fast=True).start()
     fake.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
     fake.when_contains("Je bent een onderzoeksagent", Reply(text=AGENT_FACTS))
     fake.when_contains("Beoordeel of de kernfeiten", Reply(text='{"status": "sufficient", "missing": []}'))

@@ -330,7 +330,8 @@ def _meta_section(meta: dict[str, Any]) -> str:
         "- Processes: the service as a subprocess (`python -m app serve`, settings as environment variables, started "
         "in an empty folder so no `.env` applies); the reference document server (bundled corpus only) as a second "
         "subprocess (`python -m bench.docserver`) wrapped in a timer that records every POST /mcp; the fake "
-        "upstream as a thread of the benchmark process, next to the client (httpx, raw SSE parsing). "
+        "upstream as a thread of the benchmark process (uvicorn with httptools on uvloop), next to the client (httpx, "
+        "raw SSE parsing). "
         "All timestamps are `time.perf_counter()` (CLOCK_MONOTONIC, shared by the processes).",
         "- Service settings: `LLM_MAX_CONCURRENCY=512`, `RESEARCH_CONCURRENCY=4` (1 for the sequential runs), "
         "`RESPONSE_CACHE=false` except in section 7, `LOG_LEVEL=WARNING`, everything else default "

@@ -142,7 +142,12 @@ def _sse(obj: dict[str, Any] | str) -> str:
 class FakeLLM:
     """OpenAI-compatible scripted upstream; use as a context manager or start()/stop()."""
 
-    def __init__(self, *, ttft_s: float = 0.0, token_delay_s: float = 0.0, model: str = "fake-model") -> None:
+    def __init__(
+        self, *, ttft_s: float = 0.0, token_delay_s: float = 0.0, model: str = "fake-model", fast: bool = False
+    ) -> None:
+        """``fast``: serve with httptools on uvloop, which costs less CPU per streamed token (benchmarks share
+        the machine with the service); the ``early_end``/``reset`` faults need the default h11 server."""
+        self.fast = fast
         self.ttft_s = ttft_s
         self.token_delay_s = token_delay_s
         self.model = model
@@ -173,8 +178,8 @@ class FakeLLM:
         config = uvicorn.Config(
             self._asgi,
             interface="asgi3",
-            http="h11",  # _drop_connection relies on h11's cycle.transport
-            loop="asyncio",
+            http="httptools" if self.fast else "h11",  # _drop_connection relies on h11's cycle.transport
+            loop="uvloop" if self.fast else "asyncio",
             ws="none",
             lifespan="off",
             log_config=None,  # don't reconfigure the test process' logging
