@@ -54,7 +54,7 @@ class MCPTimer:
 def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
-    from docserver.server import create_app
+    from docserver.server import KEEPALIVE_S, create_app
 
     parser = argparse.ArgumentParser(prog="python -m bench.docserver")
     parser.add_argument("--port", type=int, required=True)
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--index", required=True, help="persisted index file (a missing file means none)")
     args = parser.parse_args(argv)
     app = MCPTimer(create_app(index_path=args.index))
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
+                timeout_keep_alive=KEEPALIVE_S)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import uvicorn
 
-    from .server import create_app
+    from .server import KEEPALIVE_S, create_app
 
     args = parse_args(argv)
     level = "DEBUG" if args.log_level == "trace" else args.log_level.upper()
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = create_app(
         args.corpus, read_document=args.read_document, host=args.host, allowed_hosts=allowed, index_path=args.index
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_keep_alive=KEEPALIVE_S)
     return 0
 
 

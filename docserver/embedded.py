@@ -17,7 +17,7 @@ from types import TracebackType
 import uvicorn
 from starlette.types import ASGIApp
 
-from .server import MCP_PATH, create_app
+from .server import KEEPALIVE_S, MCP_PATH, create_app
 
 __all__ = ["EmbeddedServer", "serve_in_background"]
 
@@ -106,6 +106,7 @@ async def serve_in_background(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=2,
+        timeout_keep_alive=KEEPALIVE_S,
     )
     server = _QuietServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=f"docserver:{bound_port}")

@@ -72,6 +72,11 @@ READ_INSTRUCTIONS = " Met read_document lees je een document (of alleen de relev
 # --- output formatting (the contract) ---------------------------------------
 
 
+# Idle keep-alive of the HTTP server: well above what HTTP clients keep an idle pooled connection (httpx: 5 s). With
+# uvicorn's own 5 s, a client could send its next MCP call on a connection the server was closing at that moment; the
+# call then fails with a read error, which in the MCP SDK ends the whole client session and every call in flight on it.
+KEEPALIVE_S = 75
+
 def chunk_text(chunk: Chunk) -> str:
     """Self-describing chunk text: ``[Title — Section]`` then the paragraphs."""
     header = chunk.title if chunk.section == chunk.title else f"{chunk.title} — {chunk.section}"
