@@ -6,8 +6,8 @@ Its input and output types are the context firewall: the parent sends a `Researc
 scratch state. A failing search becomes a recorded gap; the other sub-agents go on.
 
 It is one node of two steps rather than a two-node subgraph: a compiled subgraph runs a Pregel loop of its
-own per invocation (channels, checkpoints, task preparation), which measured 17% of the service's CPU under
-load (docs/BENCHMARKS.md) for a sequence that has no branches.
+own per invocation (channels, checkpoints, task preparation), which py-spy showed at 17% of the service's
+CPU during the benchmark's concurrency sweep, for a sequence that has no branches.
 """
 
 from __future__ import annotations
