@@ -17,13 +17,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import httpx2
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from graph.state import Evidence
 
 log = logging.getLogger(__name__)
 
 SOURCES_URI = "neo-nl://sources"
+
+# The HTTP pool under the MCP session. Idle connections are dropped after 4 s, before servers close them
+# (uvicorn: 5 s, the pool's default expiry too): a call sent on a connection the server is closing at that moment
+# fails with a read error, and in the SDK that ends the whole session with every call in flight on it. The pool
+# keeps as many idle connections as it may open, so parallel searches under load do not reconnect each time.
+HTTP_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=4.0)
 
 
 class DocumentError(Exception):
@@ -151,7 +159,10 @@ class _Session:
 
     async def _run(self, url: str, timeout_s: float, mode: str) -> None:
         try:
-            async with Client(url, read_timeout_seconds=timeout_s, mode=mode) as client:
+            async with (
+                httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0), limits=HTTP_LIMITS) as http,
+                Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout_s, mode=mode) as client,
+            ):
                 tools = await client.list_tools()
                 self.ready.set_result((client, {tool.name for tool in tools.tools}))
                 await asyncio.Event().wait()  # held open until close() cancels this task
