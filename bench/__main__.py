@@ -107,19 +107,16 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             data["mcp"] = await scenarios.mcp_sessions(lab, sizes["mcp_calls"])
         with section(data, "Response cache (section 7)"):
             data["cache"] = await scenarios.response_cache(lab, sizes["cache_hits"], sizes["cache_misses"], redis)
-        with section(data, "Concurrency sweep, fresh service (section 5)"):
-            proc, base = lab.service("service-sweep")
-            data["sweep"] = await scenarios.concurrency_sweep(
-                lab, base, proc, args.levels, sizes["sweep_rounds"], sizes["sweep_min"], 0.5 if smoke else 1.5
-            )
-            lab.stop(proc)
+        sweeps = [("sweep", "Concurrency sweep, fresh service (section 5)", 1)]
         if args.workers > 1:
-            with section(data, f"Concurrency sweep, {args.workers} workers (section 5)"):
-                proc, base = lab.service("service-sweep-workers", WORKERS=args.workers)
-                data["sweep_workers"] = await scenarios.concurrency_sweep(
+            sweeps.append(("sweep_workers", f"Concurrency sweep, {args.workers} workers (section 5)", args.workers))
+        for key, title, workers in sweeps:
+            with section(data, title):
+                proc, base = lab.service(f"service-{key}", WORKERS=workers)
+                data[key] = await scenarios.concurrency_sweep(
                     lab, base, proc, args.levels, sizes["sweep_rounds"], sizes["sweep_min"], 0.5 if smoke else 1.5
                 )
-                data["sweep_workers"]["workers"] = args.workers
+                data[key]["workers"] = workers
                 lab.stop(proc)
     finally:
         for proc in list(lab.procs):

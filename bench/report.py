@@ -94,11 +94,7 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
         }
         for n in COMPARATIVE_BY_COLLECTIONS
     }
-    levels = {row["level"]: row for row in data["sweep"]["levels"]}
-    single = levels.get(1, {}).get("p50", float("nan"))
-    at = levels.get(TARGETS["sweep_level"])
-    out["single_p50"] = single
-    out["sweep_row"] = at
+    out["single_p50"], out["sweep_row"] = sweep_points(data["sweep"])
     cache = data["cache"]
     out["cache_hit"] = {b: p(v["hit"], 50) for b, v in cache.items()}
     t = TARGETS
@@ -122,13 +118,17 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def sweep_points(sweep: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
+    """(single-request p50 = the level-1 p50, NaN when level 1 did not run; the row at TARGETS["sweep_level"])."""
+    levels = {row["level"]: row for row in sweep["levels"]}
+    return levels.get(1, {}).get("p50", float("nan")), levels.get(TARGETS["sweep_level"])
+
+
 def sweep_checks(sweep: dict[str, Any], label: str) -> list[tuple[str, str, str, bool | None]]:
     """The four targets at TARGETS["sweep_level"] concurrent streams for one sweep (one service configuration);
     the p95 is compared with that sweep's own single-request p50."""
     t = TARGETS
-    levels = {row["level"]: row for row in sweep["levels"]}
-    single = levels.get(1, {}).get("p50", float("nan"))
-    at = levels.get(t["sweep_level"])
+    single, at = sweep_points(sweep)
     if at is None:
         return [(f"{t['sweep_level']} concurrent streams{label}: {name}", target, "not run", None)
                 for name, target in (("errors", "0"), ("p95 latency", f"≤ {t['p95_ratio']}x single request"),
@@ -151,9 +151,8 @@ def cpu_budget(sweep: dict[str, Any]) -> dict[str, float] | None:
     """What the p95 target asks of the machine at TARGETS["sweep_level"] streams: a closed loop of N clients
     finishes N requests per (latency), so p95 ≤ k × single needs about N / (k × single) requests/s; each costs
     the CPU of the service, the document server and the load generator (client + fake upstream), measured."""
-    levels = {row["level"]: row for row in sweep["levels"]}
-    single, at = levels.get(1, {}).get("p50"), levels.get(TARGETS["sweep_level"])
-    if not single or at is None or not at["requests"]:
+    single, at = sweep_points(sweep)
+    if single != single or at is None or not at["requests"]:  # NaN: no level-1 run
         return None
     per_request = {key: at[f"{key}_cpu_util"] * at["wall_s"] / at["requests"]
                    for key in ("service", "docserver", "bench")}
@@ -470,7 +469,7 @@ def _calls_section(groups: dict[str, list[Measured]]) -> str:
 
 
 def _sweep_rows(sweep: dict[str, Any]) -> tuple[list[list[Any]], list[list[Any]]]:
-    single = {r["level"]: r for r in sweep["levels"]}.get(1, {}).get("p50", float("nan"))
+    single = sweep_points(sweep)[0]
     seen, cpu = [], []
     for r in sweep["levels"]:
         seen.append([

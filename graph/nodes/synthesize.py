@@ -105,8 +105,7 @@ class _Answer:
         self.write(self.filter.feed(self.leak.flush()) + self.filter.flush(), check=False)
 
     def finish(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self.cancel()
         self._flush()
 
     def cancel(self) -> None:
