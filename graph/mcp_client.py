@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
+from httpx_aiohttp.httpx2 import AiohttpTransport
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -31,6 +32,8 @@ SOURCES_URI = "neo-nl://sources"
 # (uvicorn: 5 s, the pool's default expiry too): a call sent on a connection the server is closing at that moment
 # fails with a read error, and in the SDK that ends the whole session with every call in flight on it. The pool
 # keeps as many idle connections as it may open, so parallel searches under load do not reconnect each time.
+# The connections are aiohttp's (C HTTP parser, plain asyncio) under the httpx2 API the SDK expects: about 1.5 ms
+# less per call than httpcore2 on anyio.
 HTTP_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=4.0)
 
 
@@ -160,7 +163,9 @@ class _Session:
     async def _run(self, url: str, timeout_s: float, mode: str) -> None:
         try:
             async with (
-                httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=300.0), limits=HTTP_LIMITS) as http,
+                httpx2.AsyncClient(
+                    timeout=httpx2.Timeout(30.0, read=300.0), transport=AiohttpTransport(limits=HTTP_LIMITS)
+                ) as http,
                 Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout_s, mode=mode) as client,
             ):
                 tools = await client.list_tools()

@@ -15,7 +15,7 @@ from app.settings import ROOT
 from graph.build import build_graph
 from graph.collections import Collection, load_collections
 from graph.events import AnswerDelta, Step, SubAgentStatus, UsageEvent
-from graph.llm import LLMClient
+from graph.llm import LLMClient, LLMError
 from graph.loop import coverage_verdict, refine, stop_reason
 from graph.mcp_client import DocumentClient
 from graph.prompts import Prompts
@@ -368,3 +368,24 @@ def test_llm_mode_routes_the_table_without_a_model_call(question: str, kind: str
     from graph.routing import is_ambiguous
 
     assert not is_ambiguous(heuristic_route(question, COLLECTIONS))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+async def test_upstream_failure_names_its_real_cause(fake_llm: FakeLLM, stream: bool) -> None:
+    """The aiohttp transport re-raises a refused connection as httpx's `ConnectTimeout`: the error (which the
+    log and the degraded answer carry) must name what happened instead."""
+    fake_llm.stop()  # nothing listens on its port any more
+    client = LLMClient(fake_llm.base_url, model="big", timeout_s=5, max_retries=0)
+    messages = [{"role": "user", "content": "hoi"}]
+    try:
+        with pytest.raises(LLMError) as failed:
+            if stream:
+                async for _ in client.stream(messages):
+                    pass
+            else:
+                await client.complete(messages)
+    finally:
+        await client.aclose()
+    assert "ClientConnectorError" in str(failed.value) and "Timeout" not in str(failed.value)
+    assert failed.value.retryable
