@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     rate_limit: str = ""  # e.g. "60/minute" per API key (per client address without a key); empty = off
     keepalive_s: float = 5.0
     think_mode: Literal["tags", "reasoning_content", "off"] = "tags"
-    stream_interval_ms: float = Field(20.0, ge=0)  # answer tokens within this interval go out as one chunk
+    stream_interval_ms: float = Field(50.0, ge=0)  # answer tokens within this interval go out as one chunk
     log_level: str = "INFO"
     log_json: bool = False  # one JSON object per log line (with request_id) for log shippers
 

@@ -7,6 +7,7 @@ in it occur in the passages it cites. Used for high-stakes (legal and procedural
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from docserver.text import analyze
 from graph.state import Evidence
@@ -29,6 +30,13 @@ def _stems(text: str) -> set[str]:
     return {s for group in analyze(text) for s in group if len(s) > 3}
 
 
+@lru_cache(maxsize=512)
+def _source_stems(text: str) -> frozenset[str]:
+    """Stems of one evidence text: every answer sentence that cites it compares against them (analysing a
+    passage per citing sentence was the claim check's whole cost)."""
+    return frozenset(_stems(text))
+
+
 def claim_sentences(answer: str) -> list[str]:
     """The sentences of an answer body that are long enough to carry a claim."""
     out = []
@@ -42,14 +50,15 @@ def cited_numbers(sentence: str, size: int) -> list[int]:
     return [int(n) for n in _CITE.findall(sentence) if 1 <= int(n) <= size]
 
 
-def supported(sentence: str, source: str, threshold: float = 0.5) -> bool:
-    """Most content words of the sentence, and every number in it, occur in the source text."""
+def supported(sentence: str, *sources: str, threshold: float = 0.5) -> bool:
+    """Most content words of the sentence, and every number in it, occur in the cited source texts."""
     claim = _CITE.sub("", sentence)
     words = _stems(claim)
     if not words:
         return True
-    overlap = len(words & _stems(source)) / len(words)
-    return overlap >= threshold and all(number in source for number in _NUMBER.findall(claim))
+    known = frozenset().union(*(_source_stems(source) for source in sources))
+    overlap = len(words & known) / len(words)
+    return overlap >= threshold and all(any(n in source for source in sources) for n in _NUMBER.findall(claim))
 
 
 def unsupported_claims(answer: str, ledger: list[Evidence]) -> list[str]:
@@ -60,6 +69,6 @@ def unsupported_claims(answer: str, ledger: list[Evidence]) -> list[str]:
         if not cited:
             if _NUMBER.search(_CITE.sub("", sentence)):
                 flagged.append(sentence)
-        elif not supported(sentence, " ".join(ledger[n - 1].text for n in cited)):
+        elif not supported(sentence, *(ledger[n - 1].text for n in cited)):
             flagged.append(sentence)
     return flagged

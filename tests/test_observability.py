@@ -46,3 +46,17 @@ def test_json_logs_carry_request_id_and_node_timings(service, capfd) -> None:
     finished = [r for r in records if r.get("message") == "pipeline finished"]
     assert finished and finished[-1]["request_id"] == "rid-42"
     assert {"route", "plan", "research", "summarize", "synthesize"} <= set(finished[-1]["node_seconds"])
+
+
+def test_startup_freezes_long_lived_objects_and_relaxes_the_collector(service) -> None:
+    """The service runs in this process: after its startup the collector skips what startup created and
+    collects young objects less often (full collections over everything were the sweep's largest stalls)."""
+    import gc
+
+    from app.main import GC_YOUNG_THRESHOLD
+
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    base = service()
+    assert httpx.get(base + "/health", timeout=10).status_code == 200
+    assert gc.get_freeze_count() > 1000 and gc.get_threshold()[0] == GC_YOUNG_THRESHOLD

@@ -162,3 +162,22 @@ def test_leak_filter_redacts_a_prompt_line_split_over_tokens() -> None:
     answer = "Zoals gevraagd: Citeer alleen met [n] uit de lijst. Verder niets."
     out = "".join(leak.feed(answer[i:i + 3]) for i in range(0, len(answer), 3)) + leak.flush()
     assert out == "Zoals gevraagd: […] Verder niets."
+
+
+_VERGUNNING = "De vergunning van de kerncentrale Borssele vervalt op 31 december 2033."
+_TOEZICHT = "De ANVS houdt toezicht op de veiligheid en kan een boete opleggen."
+
+
+@pytest.mark.parametrize("sentence, sources, expected", [
+    ("De vergunning van Borssele vervalt in 2033 [1].", [_VERGUNNING], True),
+    ("De vergunning van Borssele vervalt in 2035 [1].", [_VERGUNNING], False),  # a number the source lacks
+    ("De ANVS houdt toezicht op de veiligheid [1].", [_VERGUNNING], False),
+    # words and numbers may come from different cited passages
+    ("De ANVS houdt toezicht; de vergunning vervalt in 2033 [1][2].", [_TOEZICHT, _VERGUNNING], True),
+    ("De ANVS houdt toezicht; de vergunning vervalt in 2033 [1].", [_TOEZICHT], False),
+    ("[1]", [_TOEZICHT], True),  # no content words: nothing to check
+])
+def test_claim_support_over_the_cited_passages(sentence: str, sources: list[str], expected: bool) -> None:
+    from graph.claims import supported
+
+    assert supported(sentence, *sources) is expected
