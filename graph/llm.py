@@ -22,6 +22,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
 
+from graph.failures import failure_name
 from graph.sanitize import InlineReasoningSplitter
 from graph.state import Usage
 
@@ -67,13 +68,6 @@ async def _raise_for_status(response: httpx.Response) -> None:
     )
 
 
-def _failure(exc: BaseException) -> str:
-    """The name of what went wrong. The aiohttp transport re-raises its errors as httpx ones, not always aptly
-    (a refused connection arrives as `ConnectTimeout`), so the original error names the failure."""
-    cause = exc.__cause__ if isinstance(exc, httpx.TransportError) else None
-    return type(cause or exc).__name__
-
-
 def _usage(payload: dict[str, Any] | None, prompt_chars: str, completion: str) -> Usage:
     if payload:
         return Usage(
@@ -104,10 +98,14 @@ class LLMClient:
         self.backoff_s = backoff_s
         self._gate = asyncio.Semaphore(max_concurrency)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # httpx's API (and its exception types) over aiohttp's connection pool and C HTTP parser: per streamed
-        # answer about 40% less client CPU than httpcore on anyio, and about 0.7 ms less per plain call
-        # (docs/BENCHMARKS.md). The transport maps aiohttp's errors onto httpx's.
-        limits = httpx.Limits(max_connections=max(max_concurrency * 2, 10), max_keepalive_connections=max_concurrency)
+        # httpx's API (and its exception types) over aiohttp's connection pool and C HTTP parser: in a
+        # microbenchmark against the fake upstream, about 40% less client CPU per streamed answer than httpcore on
+        # anyio, and about 0.7 ms less per plain call. The transport maps aiohttp's errors onto httpx's.
+        # Idle connections are dropped after 4 s, before servers close theirs (uvicorn, and so vLLM: 5 s): a call
+        # sent on a connection the server is closing fails (the benchmark's sweep logged such retries at 5 s).
+        limits = httpx.Limits(
+            max_connections=max(max_concurrency * 2, 10), max_keepalive_connections=max_concurrency, keepalive_expiry=4.0
+        )
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/") + "/",
             headers=headers,
@@ -162,7 +160,7 @@ class LLMClient:
                         except (ValueError, KeyError, IndexError, TypeError) as exc:
                             raise LLMError(f"unparseable upstream response: {exc}", retryable=True) from exc
                 except (httpx.TransportError, TimeoutError) as exc:
-                    error = LLMError(f"upstream unreachable: {_failure(exc)}", retryable=True)
+                    error = LLMError(f"upstream unreachable: {failure_name(exc)}", retryable=True)
                 except LLMError as exc:
                     error = exc
                 else:
@@ -222,7 +220,7 @@ class LLMClient:
                     yield _usage(usage_payload, prompt_chars, "".join(produced))
                     return
                 except (httpx.TransportError, SSEError) as exc:
-                    error = LLMError(f"upstream connection failed: {_failure(exc)}", retryable=not produced)
+                    error = LLMError(f"upstream connection failed: {failure_name(exc)}", retryable=not produced)
                 except LLMError as exc:
                     error = exc
                 if not error.retryable or attempt == self.max_retries:

@@ -22,6 +22,7 @@ from httpx_aiohttp.httpx2 import AiohttpTransport
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from graph.failures import failure_name
 from graph.state import Evidence
 
 log = logging.getLogger(__name__)
@@ -228,7 +229,7 @@ class DocumentClient:
             raise
         except Exception as exc:
             await self._drop(session)
-            raise DocumentError(f"document server unreachable: {type(exc).__name__}") from exc
+            raise DocumentError(f"document server unreachable: {failure_name(exc)}") from exc
 
     async def _drop(self, session: _Session) -> None:
         async with self._lock:
@@ -252,7 +253,7 @@ class DocumentClient:
                 if session is not None:
                     await self._drop(session)
                 if attempt == 1:
-                    raise DocumentError(f"{tool} failed: {type(exc).__name__}") from exc
+                    raise DocumentError(f"{tool} failed: {failure_name(exc)}") from exc
                 continue
             output = parse_tool_output(result.content)
             if result.is_error:

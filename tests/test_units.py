@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
+import httpx
 import pytest
 
 from app.settings import ROOT, Settings
@@ -181,3 +185,26 @@ def test_claim_support_over_the_cited_passages(sentence: str, sources: list[str]
     from graph.claims import supported
 
     assert supported(sentence, *sources) is expected
+
+
+def _raised(exc: BaseException, cause: BaseException | None = None) -> BaseException:
+    try:
+        raise exc from cause
+    except BaseException as caught:  # noqa: BLE001 - the test wants the raised object with its cause
+        return caught
+
+
+@pytest.mark.parametrize("exc, name", [
+    (_raised(TimeoutError()), "TimeoutError"),
+    (_raised(TimeoutError(), asyncio.CancelledError()), "TimeoutError"),  # asyncio.timeout's own cause
+    # the aiohttp transport's mapping of a refused connection
+    (_raised(httpx.ConnectTimeout("x"), aiohttp.ClientConnectorError.__new__(aiohttp.ClientConnectorError)),
+     "ClientConnectorError"),
+    (ExceptionGroup("g", [ExceptionGroup("h", [_raised(OSError(), aiohttp.ServerDisconnectedError())])]),
+     "ServerDisconnectedError"),  # the MCP SDK's task group
+    (ExceptionGroup("g", [ValueError(), KeyError()]), "ValueError"),
+])
+def test_failure_names_what_went_wrong(exc: BaseException, name: str) -> None:
+    from graph.failures import failure_name
+
+    assert failure_name(exc) == name
