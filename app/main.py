@@ -26,9 +26,10 @@ def tune_gc() -> None:
     """Freeze what startup created, collect less often.
 
     Everything alive after startup (modules, the compiled graph, clients, pools) lives as long as the process;
-    frozen, the collector no longer scans it. Measured in the benchmark's 100-stream sweep: full collections of
-    190-260 ms were the largest event-loop stalls, and the collector took about 2.3 s of CPU per 300 requests;
-    with both changes about 0.5 s (docs/BENCHMARKS.md, section 5)."""
+    frozen, the collector no longer scans it. Measured over the benchmark's sweep up to 100 streams (500
+    requests): without either change full collections of 190-260 ms were the largest event-loop stalls and the
+    collector took about 2.6 s of CPU; with both, about 0.35 s, and the largest stall at 100 streams fell from
+    about 265 ms to about 115 ms (docs/BENCHMARKS.md, section 5)."""
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()

@@ -13,8 +13,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from app.settings import Settings
 from bench.harness import percentile
 from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, Measured
+
+
+def _default(name: str) -> Any:
+    """A service setting's default, as the benchmark runs it (the report must not restate it by hand)."""
+    return Settings.model_fields[name].default
+
 
 TARGETS = {
     "ttfb_ms": 50.0,
@@ -334,7 +341,8 @@ def _meta_section(meta: dict[str, Any]) -> str:
         "All timestamps are `time.perf_counter()` (CLOCK_MONOTONIC, shared by the processes).",
         "- Service settings: `LLM_MAX_CONCURRENCY=512`, `RESEARCH_CONCURRENCY=4` (1 for the sequential runs), "
         "`RESPONSE_CACHE=false` except in section 7, `LOG_LEVEL=WARNING`, everything else default "
-        "(`MCP_PROTOCOL=auto`, `STREAM_INTERVAL_MS=50`, one worker; section 5 also with `WORKERS=2`).",
+        f"(`MCP_PROTOCOL={_default('mcp_protocol')}`, `STREAM_INTERVAL_MS={_default('stream_interval_ms'):g}`, one "
+        "worker; section 5 also with `WORKERS=2`).",
         "- Single-request sections run one request at a time after one warm-up request per question, each with "
         "its own bearer token (the service has no API keys, so any token passes): plans are cached per token, "
         "so no run reuses an earlier run's decomposition. The question text is the seed question.",
