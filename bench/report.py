@@ -161,7 +161,7 @@ def cpu_budget(sweep: dict[str, Any]) -> dict[str, float] | None:
     finishes N requests per (latency), so p95 ≤ k × single needs about N / (k × single) requests/s; each costs
     the CPU of the service, the document server and the load generator (client + fake upstream), measured."""
     single, at = sweep_points(sweep)
-    if single != single or at is None or not at["requests"]:  # NaN: no level-1 run
+    if math.isnan(single) or at is None or not at["requests"]:  # no level-1 run
         return None
     per_request = {key: at[f"{key}_cpu_util"] * at["wall_s"] / at["requests"]
                    for key in ("service", "docserver", "bench")}

@@ -22,9 +22,9 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
 
-from graph.failures import failure_name
 from graph.sanitize import InlineReasoningSplitter
 from graph.state import Usage
+from graph.transport import IDLE_EXPIRY_S, failure_name
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +101,10 @@ class LLMClient:
         # httpx's API (and its exception types) over aiohttp's connection pool and C HTTP parser: in a
         # microbenchmark against the fake upstream, about 40% less client CPU per streamed answer than httpcore on
         # anyio, and about 0.7 ms less per plain call. The transport maps aiohttp's errors onto httpx's.
-        # Idle connections are dropped after 4 s, before servers close theirs (uvicorn, and so vLLM: 5 s): a call
-        # sent on a connection the server is closing fails (the benchmark's sweep logged such retries at 5 s).
         limits = httpx.Limits(
-            max_connections=max(max_concurrency * 2, 10), max_keepalive_connections=max_concurrency, keepalive_expiry=4.0
+            max_connections=max(max_concurrency * 2, 10),
+            max_keepalive_connections=max_concurrency,
+            keepalive_expiry=IDLE_EXPIRY_S,
         )
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/") + "/",

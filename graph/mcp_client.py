@@ -22,20 +22,17 @@ from httpx_aiohttp.httpx2 import AiohttpTransport
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from graph.failures import failure_name
 from graph.state import Evidence
+from graph.transport import IDLE_EXPIRY_S, failure_name
 
 log = logging.getLogger(__name__)
 
 SOURCES_URI = "neo-nl://sources"
 
-# The HTTP pool under the MCP session. Idle connections are dropped after 4 s, before servers close them
-# (uvicorn: 5 s, the pool's default expiry too): a call sent on a connection the server is closing at that moment
-# fails with a read error, and in the SDK that ends the whole session with every call in flight on it. The pool
-# keeps as many idle connections as it may open, so parallel searches under load do not reconnect each time.
-# The connections are aiohttp's (C HTTP parser, plain asyncio) under the httpx2 API the SDK expects: about 1.5 ms
-# less per call than httpcore2 on anyio.
-HTTP_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=4.0)
+# The HTTP pool under the MCP session. It keeps as many idle connections as it may open, so parallel searches under
+# load do not reconnect each time. The connections are aiohttp's (C HTTP parser, plain asyncio) under the httpx2 API
+# the SDK expects: about 1.5 ms less per call than httpcore2 on anyio.
+HTTP_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=IDLE_EXPIRY_S)
 
 
 class DocumentError(Exception):

@@ -205,6 +205,6 @@ def _raised(exc: BaseException, cause: BaseException | None = None) -> BaseExcep
     (ExceptionGroup("g", [ValueError(), KeyError()]), "ValueError"),
 ])
 def test_failure_names_what_went_wrong(exc: BaseException, name: str) -> None:
-    from graph.failures import failure_name
+    from graph.transport import failure_name
 
     assert failure_name(exc) == name

@@ -1,6 +1,12 @@
-"""Names for transport failures, as they appear in logs, think lines and degraded answers."""
+"""What the upstream and MCP clients share about their HTTP connections: pool expiry and failure names."""
 
 from __future__ import annotations
+
+# Idle pooled connections are dropped after this many seconds, before servers close theirs (uvicorn, and so vLLM and
+# most MCP servers: 5 s). A call sent on a connection the server is closing at that moment fails with a read error:
+# the upstream client then retries after a backoff, and in the MCP SDK it ends the whole session with every call in
+# flight on it. The benchmark's sweep logged both at a 5 s expiry.
+IDLE_EXPIRY_S = 4.0
 
 
 def failure_name(exc: BaseException) -> str:
