@@ -14,7 +14,8 @@ def bearer_token(request: Request) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def check_api_key(request: Request) -> None:
+async def check_api_key(request: Request) -> None:
+    # async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a thread hop per request
     keys: list[bytes] = request.app.state.settings.api_key_bytes
     if not keys:
         return

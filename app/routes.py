@@ -30,7 +30,8 @@ _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 429, 
 _STARTED = 1_735_689_600  # fixed `created` for the static model list
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
+    # async: a plain `def` dependency would run in FastAPI's thread pool, a thread hop per request
     return request.app.state.services
 
 

@@ -291,3 +291,24 @@ def test_cors_is_off_by_default(offline: str) -> None:
     response = httpx.options(offline + "/v1/chat/completions",
                              headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
     assert "access-control-allow-origin" not in response.headers
+
+
+def test_no_route_dependency_runs_in_the_thread_pool() -> None:
+    """FastAPI runs a plain `def` endpoint or dependency in its thread pool: a thread hop (and, under load, a
+    wait for the interpreter lock) on every request. Everything on the request path here is non-blocking."""
+    import inspect
+
+    from fastapi.routing import APIRoute
+
+    from app.routes import router
+
+    def calls(dependant):
+        yield dependant.call
+        for sub in dependant.dependencies:
+            yield from calls(sub)
+
+    routes = [r for r in router.routes if isinstance(r, APIRoute)]
+    assert {r.path for r in routes} >= {"/v1/chat/completions", "/v1/models", "/health/ready"}
+    sync = [f"{r.path}: {c.__qualname__}" for r in routes for c in calls(r.dependant)
+            if c is not None and not inspect.iscoroutinefunction(c)]
+    assert sync == []
