@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+
+if TYPE_CHECKING:
+    from app.settings import Settings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,14 +43,18 @@ def main(argv: list[str] | None = None) -> None:
         return
     from app.settings import Settings
 
-    settings = Settings()
-    uvicorn.run(
-        "app.main:app",
-        host=args.host if getattr(args, "host", None) else settings.host,
-        port=args.port if getattr(args, "port", None) else settings.port,
-        log_level=settings.log_level.lower(),
-        workers=getattr(args, "workers", None) or settings.workers,
-    )
+    uvicorn.run("app.main:app", **server_options(Settings(), args))
+
+
+def server_options(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
+    """uvicorn's options for `serve`: command-line flags over settings."""
+    return {
+        "host": getattr(args, "host", None) or settings.host,
+        "port": getattr(args, "port", None) or settings.port,
+        "log_level": settings.log_level.lower(),
+        "workers": getattr(args, "workers", None) or settings.workers,
+        "timeout_keep_alive": settings.http_idle_timeout_s,
+    }
 
 
 if __name__ == "__main__":

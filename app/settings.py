@@ -49,6 +49,10 @@ class Settings(BaseSettings):
     max_message_chars: int = 32_000
     rate_limit: str = ""  # e.g. "60/minute" per API key (per client address without a key); empty = off
     keepalive_s: float = 5.0
+    # An idle client connection stays open this long. Longer than clients keep idle connections (aiohttp, which
+    # Open WebUI uses: 15 s; httpx: 5 s), so the client closes first; a server that closes first races a client
+    # reusing the connection at that moment, and the client gets a dropped request (uvicorn's default is 5 s).
+    http_idle_timeout_s: float = Field(75.0, gt=0)
     think_mode: Literal["tags", "reasoning_content", "off"] = "tags"
     stream_interval_ms: float = Field(50.0, ge=0)  # answer tokens within this interval go out as one chunk
     log_level: str = "INFO"

@@ -1,11 +1,20 @@
-"""The command line: `python -m app graph` and `python -m app ask`."""
+"""The command line: `python -m app serve`, `python -m app graph` and `python -m app ask`."""
 
 from __future__ import annotations
 
+import argparse
+import http.client
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import httpx
+
+from app.__main__ import server_options
+from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,3 +45,47 @@ def test_ask_runs_the_service_in_process() -> None:
     result = run("ask", "--local", "Wat is INSAG-4?", PORT="9")
     assert result.returncode == 0, result.stderr
     assert "INSAG-4" in result.stdout and "[1]" in result.stdout
+
+
+def test_serve_options_flags_over_settings() -> None:
+    settings = Settings(_env_file=None, host="0.0.0.0", port=8000, workers=2, log_level="WARNING")
+    assert server_options(settings, argparse.Namespace(host=None, port=None, workers=None)) == {
+        "host": "0.0.0.0", "port": 8000, "log_level": "warning", "workers": 2, "timeout_keep_alive": 75.0,
+    }
+    flags = server_options(settings, argparse.Namespace(host="127.0.0.1", port=9001, workers=3))
+    assert (flags["host"], flags["port"], flags["workers"]) == ("127.0.0.1", 9001, 3)
+    # the client must be the side that closes an idle connection: aiohttp (Open WebUI) keeps them 15 s
+    assert Settings(_env_file=None).http_idle_timeout_s > 15
+
+
+def test_serve_closes_idle_connections_after_the_configured_time() -> None:
+    """HTTP_IDLE_TIMEOUT_S reaches uvicorn: an idle keep-alive connection is closed after it (uvicorn's own
+    default would keep it 5 s), and one in use is not."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "LLM_BASE_URL": "", "MCP_SERVER_URL": "", "HTTP_IDLE_TIMEOUT_S": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and proc.poll() is None, "service did not start"
+                time.sleep(0.2)
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            for _ in range(2):  # the second request reuses the connection at once: still open
+                connection.request("GET", "/health")
+                response = connection.getresponse()
+                assert response.status == 200 and response.read()
+            connection.sock.settimeout(4)  # below uvicorn's default of 5 s: a timeout means the setting did not apply
+            assert connection.sock.recv(1) == b""  # the server closed the idle connection
+        finally:
+            connection.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
