@@ -29,7 +29,12 @@ def tune_gc() -> None:
     frozen, the collector no longer scans it. Measured over the benchmark's sweep up to 100 streams (500
     requests): without either change full collections of 190-260 ms were the largest event-loop stalls and the
     collector took about 2.6 s of CPU; with both, about 0.35 s, and the largest stall at 100 streams fell from
-    about 265 ms to about 115 ms (docs/BENCHMARKS.md, section 5)."""
+    about 265 ms to about 115 ms (docs/BENCHMARKS.md, section 5).
+
+    What remains are young collections: at 100 streams 4-6 per 300 requests, each 30-110 ms of CPU, because
+    they scan the live objects of the requests in flight (50-110 thousand, about 1 us each in a fragmented
+    heap). A lower threshold does not bound them (freed older objects lower the allocation count, so the young
+    list outgrows the threshold): 10_000 measured more collector CPU, gen1 pauses up to 160 ms and a larger lag."""
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
