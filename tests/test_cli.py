@@ -74,8 +74,9 @@ def test_serve_closes_idle_connections_after_the_configured_time() -> None:
                 if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
-                assert time.monotonic() < deadline and proc.poll() is None, "service did not start"
-                time.sleep(0.2)
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "service did not start"
+            time.sleep(0.2)
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         try:
             for _ in range(2):  # the second request reuses the connection at once: still open
