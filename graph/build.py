@@ -10,6 +10,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
@@ -22,6 +26,19 @@ from graph.nodes.route import after_explore, after_route, route
 from graph.nodes.summarize import summarize
 from graph.nodes.synthesize import synthesize
 from graph.state import Context, State
+
+
+def on_loop(decide: Callable[[State], Any]) -> Callable[[State], Any]:
+    """A routing function as a coroutine. LangGraph runs a plain `def` path in the thread pool (langchain_core's
+    `run_in_executor`): a thread hop after every step that, under load, waits for the interpreter lock. The
+    routing functions are pure and take microseconds, so they run on the event loop and stay testable as plain
+    functions."""
+
+    @wraps(decide)
+    async def run(state: State) -> Any:
+        return decide(state)
+
+    return run
 
 
 def fan_out(state: State) -> list[Send]:
@@ -43,13 +60,13 @@ def build_graph():
     graph.add_node("judge", judge)
     graph.add_node("synthesize", synthesize)
     graph.add_edge(START, "route")
-    graph.add_conditional_edges("route", after_route, ["plan", "explore"])
-    graph.add_conditional_edges("explore", after_explore, ["plan", "deep_read"])
-    graph.add_conditional_edges("plan", fan_out, ["research"])
+    graph.add_conditional_edges("route", on_loop(after_route), ["plan", "explore"])
+    graph.add_conditional_edges("explore", on_loop(after_explore), ["plan", "deep_read"])
+    graph.add_conditional_edges("plan", on_loop(fan_out), ["research"])
     graph.add_edge("research", "summarize")
     graph.add_edge("deep_read", "summarize")
     graph.add_edge("summarize", "judge")
-    graph.add_conditional_edges("judge", after_judge, ["plan", "synthesize"])
+    graph.add_conditional_edges("judge", on_loop(after_judge), ["plan", "synthesize"])
     graph.add_edge("synthesize", END)
     return graph.compile()
 

@@ -6,6 +6,7 @@ in LLM mode, the scripted fake upstream; no mocks.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 
@@ -197,6 +198,26 @@ async def test_comparative_offline_interleaves_sub_agents_and_cites_both(docs: D
     sources = answer.split("**Bronnen**")[1]
     assert "(IAEA" in sources and "(ANVS" in sources
     assert any(s.startswith("Deelvragen:") for s in steps)
+
+
+@pytest.mark.asyncio
+async def test_no_graph_step_leaves_the_event_loop(docs: DocumentClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangGraph runs a sync node or path function in the thread pool: a thread hop per superstep that, under load,
+    waits for the interpreter lock. Every question type's path is run here with the loop's executor recorded."""
+    loop = asyncio.get_running_loop()
+    submitted: list[object] = []
+    real = loop.run_in_executor
+
+    def recording(executor, func, *args):
+        submitted.append(func)
+        return real(executor, func, *args)
+
+    monkeypatch.setattr(loop, "run_in_executor", recording)
+    for question in (SEED_COMPARATIVE, "Wanneer vervalt de vergunning van kerncentrale Borssele?",
+                     "Welke documenten gaan over veiligheidscultuur?", "Geef een gedetailleerde uitleg van de Kernenergiewet"):
+        _, _, answer, _ = await _run(question, _context(docs))
+        assert "[1]" in answer
+    assert submitted == []
 
 
 @pytest.mark.asyncio
