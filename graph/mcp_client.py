@@ -21,6 +21,7 @@ import httpx2
 from httpx_aiohttp.httpx2 import AiohttpTransport
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
 from graph.state import Evidence
 from graph.transport import IDLE_EXPIRY_S, failure_name
@@ -31,7 +32,9 @@ SOURCES_URI = "neo-nl://sources"
 
 # The HTTP pool under the MCP session. It keeps as many idle connections as it may open, so parallel searches under
 # load do not reconnect each time. The connections are aiohttp's (C HTTP parser, plain asyncio) under the httpx2 API
-# the SDK expects: about 1.5 ms less per call than httpcore2 on anyio.
+# the SDK expects: about 1.5 ms less per call than httpcore2 on anyio. Its timeouts are the SDK's own defaults (what
+# `create_mcp_http_client` would set, which takes no transport); each call is bounded by the client's `timeout_s`.
+HTTP_TIMEOUT = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
 HTTP_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=IDLE_EXPIRY_S)
 
 
@@ -161,9 +164,7 @@ class _Session:
     async def _run(self, url: str, timeout_s: float, mode: str) -> None:
         try:
             async with (
-                httpx2.AsyncClient(
-                    timeout=httpx2.Timeout(30.0, read=300.0), transport=AiohttpTransport(limits=HTTP_LIMITS)
-                ) as http,
+                httpx2.AsyncClient(timeout=HTTP_TIMEOUT, transport=AiohttpTransport(limits=HTTP_LIMITS)) as http,
                 Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout_s, mode=mode) as client,
             ):
                 tools = await client.list_tools()
