@@ -29,7 +29,7 @@ from bench.harness import (
     own_cpu_s,
     reply_sizes,
     start_docserver,
-    start_fake_llm,
+    start_upstream,
 )
 from bench.report import write_report
 
@@ -87,10 +87,10 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         data["meta"]["redis_note"] = ("Redis: skipped (smoke run)." if smoke
                                       else "Redis: skipped, `redis-server` is not installed.")
     # The smoke run checks the plumbing, not the numbers: a 10x faster fake upstream keeps it short.
-    fake = start_fake_llm(TTFT_S / 10, TOKEN_DELAY_S / 10) if smoke else start_fake_llm()
-    data["meta"].update(ttft_s=fake.ttft_s, token_delay_s=fake.token_delay_s, **reply_sizes())
+    upstream = start_upstream(work, TTFT_S / 10, TOKEN_DELAY_S / 10) if smoke else start_upstream(work)
+    data["meta"].update(ttft_s=upstream.ttft_s, token_delay_s=upstream.token_delay_s, **reply_sizes())
     docserver, docserver_base = start_docserver(work)
-    lab = scenarios.Lab(fake, docserver_base, work, docserver_proc=docserver)
+    lab = scenarios.Lab(upstream, docserver_base, work, docserver_proc=docserver)
     try:
         with section(data, "Latency per query type (sections 1, 2, 4)"):
             proc, base = lab.service("service-parallel")
@@ -122,7 +122,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for proc in list(lab.procs):
             lab.stop(proc)
         docserver.stop()
-        fake.stop()
+        upstream.stop()
     return data
 
 

@@ -10,9 +10,9 @@ fake upstream's timings and its own request windows. `GET /_bench/mcp-intervals?
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 INTERVALS_PATH = "/_bench/mcp-intervals"
@@ -31,7 +31,7 @@ class MCPTimer:
             return
         path = scope["path"].rstrip("/")
         if path == INTERVALS_PATH:
-            await self._hand_over(scope, send)
+            await self._hand_over(scope, receive, send)
             return
         if scope["method"] != "POST" or path != self.path:  # GET /mcp is the long-lived notification stream
             await self.app(scope, receive, send)
@@ -42,13 +42,11 @@ class MCPTimer:
         finally:
             self.intervals.append((start, time.perf_counter()))
 
-    async def _hand_over(self, scope: Scope, send: Send) -> None:
-        body = json.dumps(self.intervals).encode()
+    async def _hand_over(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(self.intervals)
         if b"clear=1" in scope.get("query_string", b""):
             self.intervals = []
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await response(scope, receive, send)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,12 +6,12 @@ Topology (one machine, loopback HTTP everywhere):
 * the service: a subprocess (`python -m app serve`), so its resident memory and CPU time can be read from
   /proc and nothing of the benchmark runs on its event loop;
 * the reference document server: a subprocess too (`python -m bench.docserver`), with a timer around /mcp;
-* the fake upstream LLM (`tests/fakes/fake_llm.py`): a thread in the benchmark process, because its
-  per-call `timings` and `requests` are read directly;
-* the client: the benchmark's main asyncio loop (httpx, raw SSE parsing).
+* the fake upstream LLM (`tests/fakes/fake_llm.py`): a subprocess too (`python -m bench.upstream`), which hands
+  over its per-call timings over HTTP, so that it does not share an interpreter lock with the client;
+* the client: the benchmark's own process, one asyncio loop (httpx, raw SSE parsing).
 
 Every timestamp is `time.perf_counter()`, which on Linux is CLOCK_MONOTONIC and therefore comparable
-across the three processes.
+across the processes.
 """
 
 from __future__ import annotations
@@ -128,10 +128,8 @@ def call_kind(body: dict[str, Any]) -> str:
     return next((kind for kind, marker in CALL_KINDS if marker in text), "other")
 
 
-def start_fake_llm(ttft_s: float = TTFT_S, token_delay_s: float = TOKEN_DELAY_S) -> FakeLLM:
-    """The fake upstream (by default with the issue's fixed latency) and a valid reply for every prompt of the
-    pipeline."""
-    fake = FakeLLM(ttft_s=ttft_s, token_delay_s=token_delay_s, fast=True).start()
+def script_fake(fake: FakeLLM) -> FakeLLM:
+    """A valid reply for every prompt of the pipeline."""
     fake.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
     fake.when_contains("Je bent een onderzoeksagent", Reply(text=AGENT_FACTS))
     fake.when_contains("Beoordeel of de kernfeiten", Reply(text='{"status": "sufficient", "missing": []}'))
@@ -146,16 +144,18 @@ class UpstreamCall:
     kind: str
     start: float
     first_token: float | None
-    end: float
+    end: float | None  # None while the call is in flight
 
 
-def upstream_calls(fake: FakeLLM) -> list[UpstreamCall]:
-    """Every finished upstream call so far; `requests` and `timings` are appended together, in step."""
+def upstream_calls(fake: FakeLLM, since: int = 0, *, finished_only: bool = True) -> list[UpstreamCall]:
+    """The fake's calls from the `since`-th on, in arrival order; `requests` and `timings` are appended together,
+    in step."""
+    requests, timings = fake.requests[since:], fake.timings[since:]
     return [
         UpstreamCall(call_kind(body), t["start"], t["first_token"], t["end"])
         # strict=False: a call that began between the two reads is cut off, the pairs stay aligned
-        for body, t in zip(fake.requests, fake.timings, strict=False)
-        if t["end"] is not None
+        for body, t in zip(requests, timings, strict=False)
+        if t["end"] is not None or not finished_only
     ]
 
 
@@ -288,6 +288,49 @@ def start_docserver(work: Path) -> tuple[Proc, str]:
     base = f"http://127.0.0.1:{port}"
     proc.wait_http(base + "/health")
     return proc, base
+
+
+@dataclass
+class Upstream:
+    """The fake upstream's process (`python -m bench.upstream`), as the benchmark sees it."""
+
+    proc: Proc
+    base: str
+    ttft_s: float
+    token_delay_s: float
+
+    @property
+    def base_url(self) -> str:
+        return self.base + "/v1"
+
+    async def _fetch(self, client: httpx.AsyncClient, since: int) -> dict[str, Any]:
+        from bench.upstream import CALLS_PATH
+
+        response = await client.get(self.base + CALLS_PATH, params={"since": since})
+        response.raise_for_status()
+        return response.json()
+
+    async def count(self, client: httpx.AsyncClient) -> int:
+        """How many calls have reached the fake so far (finished or not)."""
+        return int((await self._fetch(client, sys.maxsize))["count"])  # past the end: no rows, just the count
+
+    async def calls(self, client: httpx.AsyncClient, since: int = 0) -> list[UpstreamCall]:
+        """The finished calls from the `since`-th on (a `count()` taken earlier), in arrival order."""
+        return [UpstreamCall(*row) for row in (await self._fetch(client, since))["calls"] if row[3] is not None]
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+def start_upstream(work: Path, ttft_s: float = TTFT_S, token_delay_s: float = TOKEN_DELAY_S) -> Upstream:
+    """The scripted fake upstream (by default with the issue's fixed latency) as a subprocess."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "bench.upstream", "--port", str(port), "--ttft", repr(ttft_s),
+           "--token-delay", repr(token_delay_s)]
+    proc = Proc("upstream", cmd, _child_env({}), ROOT, work)
+    base = f"http://127.0.0.1:{port}"
+    proc.wait_http(base + "/v1/models")
+    return Upstream(proc, base, ttft_s, token_delay_s)
 
 
 def start_service(work: Path, name: str, *, llm_url: str, mcp_url: str, **settings: object) -> tuple[Proc, str]:

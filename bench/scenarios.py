@@ -23,6 +23,7 @@ import httpx
 from bench.harness import (
     Proc,
     Run,
+    Upstream,
     UpstreamCall,
     machine_busy_s,
     mcp_intervals,
@@ -35,9 +36,7 @@ from bench.harness import (
     start_service,
     stream_chat,
     union_length,
-    upstream_calls,
 )
-from tests.fakes.fake_llm import FakeLLM
 
 QUESTIONS = {
     "factual": "Wanneer vervalt de vergunning van kerncentrale Borssele?",
@@ -62,7 +61,7 @@ def fresh_tenant() -> str:
 class Lab:
     """What every scenario shares: the fake upstream, the timed document server, a scratch folder."""
 
-    fake: FakeLLM
+    upstream: Upstream
     docserver: str  # base URL; MCP endpoint at /mcp
     work: Path
     docserver_proc: Proc | None = None
@@ -73,7 +72,7 @@ class Lab:
         return self.docserver + "/mcp"
 
     def service(self, name: str, **settings: object) -> tuple[Proc, str]:
-        proc, base = start_service(self.work, name, llm_url=self.fake.base_url, mcp_url=self.mcp_url, **settings)
+        proc, base = start_service(self.work, name, llm_url=self.upstream.base_url, mcp_url=self.mcp_url, **settings)
         self.procs.append(proc)
         return proc, base
 
@@ -151,11 +150,11 @@ def analyse(kind: str, run: Run, calls: list[UpstreamCall], mcp: list[tuple[floa
 
 async def measure_one(lab: Lab, client: httpx.AsyncClient, base: str, kind: str, question: str) -> Measured:
     await mcp_intervals(client, lab.docserver)  # forget waits from before this request
-    seen = lab.fake.calls
+    seen = await lab.upstream.count(client)
     run = await stream_chat(client, base, question, tenant=fresh_tenant())
     await asyncio.sleep(0.02)  # let the fake and the doc server close their books on this request
     mcp = await mcp_intervals(client, lab.docserver)
-    return analyse(kind, run, upstream_calls(lab.fake)[seen:], mcp, lab.fake.ttft_s)
+    return analyse(kind, run, await lab.upstream.calls(client, seen), mcp, lab.upstream.ttft_s)
 
 
 # ------------------------------------------------------------------------------------------ sections
@@ -255,11 +254,11 @@ async def _sweep_level(lab: Lab, base: str, proc: Proc, probe: httpx.AsyncClient
         for _ in todo:
             runs.append(await stream_chat(client, base, SWEEP_QUESTION.format(next(numbers))))
 
-    def cpu_now() -> tuple[float, float, float, float]:
+    def cpu_now() -> tuple[float, float, float, float, float]:
         docs = lab.docserver_proc.cpu_s() if lab.docserver_proc else 0.0
-        return proc.cpu_s(), process_cpu_s(), docs, machine_busy_s()
+        return proc.cpu_s(), process_cpu_s(), lab.upstream.proc.cpu_s(), docs, machine_busy_s()
 
-    seen = lab.fake.calls
+    seen = await lab.upstream.count(probe)
     before, t0 = cpu_now(), time.perf_counter()
     stop = asyncio.Event()
     async with new_client(level + 4) as client:
@@ -268,8 +267,8 @@ async def _sweep_level(lab: Lab, base: str, proc: Proc, probe: httpx.AsyncClient
         stop.set()
         await sampler
     wall = time.perf_counter() - t0
-    cpu, bench_cpu, docs_cpu, machine = (b - a for a, b in zip(before, cpu_now(), strict=True))
-    fake_ttft = [c.first_token - c.start for c in upstream_calls(lab.fake)[seen:] if c.first_token]
+    cpu, client_cpu, fake_cpu, docs_cpu, machine = (b - a for a, b in zip(before, cpu_now(), strict=True))
+    fake_ttft = [c.first_token - c.start for c in await lab.upstream.calls(probe, seen) if c.first_token]
     ok = [r for r in runs if r.ok]
     return {
         "level": level,
@@ -289,10 +288,12 @@ async def _sweep_level(lab: Lab, base: str, proc: Proc, probe: httpx.AsyncClient
         "rss_peak_mb": max(rss, default=proc.rss_mb()),
         "service_cpu_per_request_ms": 1000 * cpu / max(1, len(runs)),
         "service_cpu_util": cpu / wall,  # 1.0 = one core busy the whole level
-        "bench_cpu_util": bench_cpu / wall,
+        "bench_cpu_util": (client_cpu + fake_cpu) / wall,  # the load generator: client and fake upstream
+        "client_cpu_util": client_cpu / wall,
+        "upstream_cpu_util": fake_cpu / wall,
         "docserver_cpu_util": docs_cpu / wall,
-        # machine-wide busy CPU minus our three processes: other load (and hypervisor steal) during the level
-        "other_cpu_util": max(0.0, machine - cpu - bench_cpu - docs_cpu) / wall,
+        # machine-wide busy CPU minus our four processes: other load (and hypervisor steal) during the level
+        "other_cpu_util": max(0.0, machine - cpu - client_cpu - fake_cpu - docs_cpu) / wall,
         "fake_ttft_p95": percentile(fake_ttft, 95),  # the fake's real first-token delay: is the harness keeping up?
     }
 

@@ -28,6 +28,8 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     for query_type in ("factual", "comparative", "exploratory", "deep_dive"):
         assert f"| {query_type} |" in report
     assert "Smoke run" in report
+    # the fake upstream's own records came back from its process, one request's calls at a time
+    assert "| factual | 2.00 (2–2) | summarize 1.0, answer 1.0 |" in report
     assert "### 2 workers (`WORKERS=2`)" in report  # the sweep also ran against a service with two workers
     if importlib.util.find_spec("matplotlib") is None:  # `make test` does not install the eval extra
         return

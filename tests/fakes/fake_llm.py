@@ -45,7 +45,7 @@ from typing import Any
 import uvicorn
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 Predicate = Callable[[dict[str, Any]], bool]
 
@@ -166,17 +166,19 @@ class FakeLLM:
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> FakeLLM:
+    def start(self, port: int = 0, wrap: Callable[[ASGIApp], ASGIApp] | None = None) -> FakeLLM:
+        """Serve on 127.0.0.1 (``port`` 0: any free port) in a thread; ``wrap`` puts middleware around the app
+        (the benchmark's process of its own adds an endpoint that hands over the timings)."""
         if self._thread is not None:
             raise RuntimeError("FakeLLM already started")
         # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose proto is
         # IPPROTO_TCP; without it Nagle + delayed ACK add ~40 ms to every non-streamed response.
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock.bind(("127.0.0.1", port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self._asgi,
+            wrap(self._asgi) if wrap else self._asgi,
             interface="asgi3",
             http="httptools" if self.fast else "h11",  # _drop_connection relies on h11's cycle.transport
             loop="uvloop" if self.fast else "asyncio",
