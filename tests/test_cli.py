@@ -5,16 +5,13 @@ from __future__ import annotations
 import argparse
 import http.client
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import httpx
 
 from app.__main__ import server_options
 from app.settings import Settings
+from bench.harness import Proc, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,25 +57,14 @@ def test_serve_options_flags_over_settings() -> None:
     assert Settings.model_fields["http_idle_timeout_s"].default > 15
 
 
-def test_serve_closes_idle_connections_after_the_configured_time() -> None:
+def test_serve_closes_idle_connections_after_the_configured_time(tmp_path: Path) -> None:
     """HTTP_IDLE_TIMEOUT_S reaches uvicorn: an idle keep-alive connection is closed after it (uvicorn's own
     default would keep it 5 s), and one in use is not."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "LLM_BASE_URL": "", "MCP_SERVER_URL": "", "HTTP_IDLE_TIMEOUT_S": "1"})
+    port = free_port()
+    env = {**os.environ, "LLM_BASE_URL": "", "MCP_SERVER_URL": "", "HTTP_IDLE_TIMEOUT_S": "1"}
+    proc = Proc("serve", [sys.executable, "-m", "app", "serve", "--port", str(port)], env, ROOT, tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "service did not start"
-            time.sleep(0.2)
+        proc.wait_http(f"http://127.0.0.1:{port}/health")
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         try:
             for _ in range(2):  # the second request reuses the connection at once: still open
@@ -90,5 +76,4 @@ def test_serve_closes_idle_connections_after_the_configured_time() -> None:
         finally:
             connection.close()
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        proc.stop()
