@@ -75,6 +75,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     smoke = args.smoke
     sizes = {
         "speedup_runs": 1 if smoke else max(3, args.runs // 3),
+        "shared_runs": 1 if smoke else max(3, args.runs // 3),
         "sweep_rounds": 1 if smoke else 3,
         "sweep_min": 2 if smoke else 20,
         "mcp_calls": 5 if smoke else 50,
@@ -94,13 +95,18 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     try:
         with section(data, "Latency per query type (sections 1, 2, 4)"):
             proc, base = lab.service("service-parallel")
-            data["latency"] = await scenarios.latency_by_type(lab, base, args.runs, warm_up=not smoke)
-        with section(data, "Comparative, parallel (section 3)"):
+            with lab.isolated(proc) as split:
+                data["meta"]["cpu_split"] = split
+                data["latency"] = await scenarios.latency_by_type(lab, base, args.runs, warm_up=not smoke)
+        with section(data, "Latency per query type, cores shared with the client (section 2)"):
+            data["latency_shared"] = await scenarios.latency_by_type(lab, base, sizes["shared_runs"], warm_up=False)
+        with section(data, "Comparative, parallel (section 3)"), lab.isolated(proc):
             parallel = await scenarios.comparative_runs(lab, base, sizes["speedup_runs"], "parallel", not smoke)
-            lab.stop(proc)
+        lab.stop(proc)
         with section(data, "Comparative, sequential (section 3)"):
             proc, base = lab.service("service-sequential", RESEARCH_CONCURRENCY=1)
-            sequential = await scenarios.comparative_runs(lab, base, sizes["speedup_runs"], "sequential", not smoke)
+            with lab.isolated(proc):
+                sequential = await scenarios.comparative_runs(lab, base, sizes["speedup_runs"], "sequential", not smoke)
             lab.stop(proc)
         data["speedup"] = {"parallel": parallel, "sequential": sequential}
         with section(data, "MCP session reuse (section 6)"):

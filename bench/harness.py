@@ -252,6 +252,21 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+def set_cpus(pids: Iterable[int], cpus: set[int]) -> None:
+    """Let every thread of these processes run only on `cpus` (on Linux each thread carries its own affinity;
+    threads and processes started later inherit their parent's). A process that has exited is skipped."""
+    for pid in pids:
+        try:
+            threads = [int(task.name) for task in Path(f"/proc/{pid}/task").iterdir()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        for tid in threads:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except ProcessLookupError:
+                pass  # the thread ended in between
+
+
 def process_cpu_s(pid: int | str = "self") -> float:
     """User + system CPU seconds of a process, from /proc/<pid>/stat."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -396,7 +411,7 @@ class Run:
     first_byte: float | None = None
     first_think: float | None = None
     first_answer: float | None = None
-    end: float = 0.0
+    end: float = 0.0  # `data: [DONE]` arrived (without it: the stream closed)
     status: int | None = None
     done: bool = False  # `data: [DONE]` arrived
     error: str | None = None
@@ -437,7 +452,7 @@ class Run:
             return  # blank separators and `: ping` comments
         payload = line[6:]
         if payload == b"[DONE]":
-            self.done = True
+            self.done, self.end = True, now  # the answer is complete here for an OpenAI client
             return
         obj = json.loads(payload)
         if obj.get("error"):
@@ -492,7 +507,8 @@ async def stream_chat(client: httpx.AsyncClient, base: str, question: str, *, te
                     run._feed(line, now)
     except (httpx.HTTPError, ValueError) as exc:  # transport failure or a malformed event
         run.error = f"{type(exc).__name__}: {exc}"[:200]
-    run.end = time.perf_counter()
+    if not run.done:
+        run.end = time.perf_counter()
     return run
 
 

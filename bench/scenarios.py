@@ -8,7 +8,9 @@ and every /mcp request inside a request's window belongs to that request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import os
 import re
 import statistics
 import time
@@ -32,6 +34,7 @@ from bench.harness import (
     process_cpu_s,
     sample_every,
     scrape_gauge,
+    set_cpus,
     start_redis,
     start_service,
     stream_chat,
@@ -80,6 +83,29 @@ class Lab:
         proc.stop()
         if proc in self.procs:
             self.procs.remove(proc)
+
+    @contextlib.contextmanager
+    def isolated(self, service: Proc) -> Iterator[dict[str, list[int]] | None]:
+        """For the single-request sections: the service on a core of its own, this process (the client) and both
+        fakes on the others; afterwards everything may use every core again. Yields the split, or None on a
+        machine with one core.
+
+        On two shared cores every chunk the service sends wakes the client, and the scheduler often runs the
+        woken client on the service's core: the service then waits its turn in the middle of a request, and the
+        report would count the client's time as the service's overhead. A single request needs no more than
+        the one core (one event loop); the concurrency sweep, which needs both, is never pinned."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            yield None
+            return
+        harness = [os.getpid(), self.upstream.proc.pid] + ([self.docserver_proc.pid] if self.docserver_proc else [])
+        split = {"service": cpus[-1:], "harness": cpus[:-1]}
+        set_cpus(service.pids(), set(split["service"]))
+        set_cpus(harness, set(split["harness"]))
+        try:
+            yield split
+        finally:
+            set_cpus(service.pids() + harness, set(cpus))
 
 
 # ------------------------------------------------------------------------------ per-request analysis

@@ -6,6 +6,7 @@ No timing assertions: this checks the harness, not the service's speed (a busy 2
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,10 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     # the fake upstream's own records came back from its process, one request's calls at a time
     assert "| factual | 2.00 (2–2) | summarize 1.0, answer 1.0 |" in report
     assert "### 2 workers (`WORKERS=2`)" in report  # the sweep also ran against a service with two workers
+    # single requests ran with the service on a core of its own, and once more on shared cores for comparison
+    if len(os.sched_getaffinity(0)) > 1:
+        assert "- Cores: in sections 1–4 the service runs on CPU" in report
+    assert "overhead p50, cores shared" in report and "| factual |" in report.split("cores shared", 1)[1]
     if importlib.util.find_spec("matplotlib") is None:  # `make test` does not install the eval extra
         return
     for name in PLOTS:
