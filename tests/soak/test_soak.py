@@ -10,8 +10,6 @@ import asyncio
 import json
 import os
 import random
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.harness import Proc, free_port
 from docserver.server import create_app as create_docserver
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.servers import ServerThread
@@ -33,19 +32,6 @@ FAULTS = [Reply(status=500), Reply(status=429, headers={"Retry-After": "0"}), Re
           Reply(fault="early_end", text="een half antwoord dat stopt"), Reply(fault="reset")]
 QUESTIONS = ["Wanneer vervalt de vergunning van kerncentrale Borssele?", "Wat is IAEA GSR Part 2?",
              "Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?", "Wat is INSAG-4?"]
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def script(fake: FakeLLM, rng: random.Random) -> None:
@@ -81,7 +67,7 @@ async def client(base: str, stop_at: float, stats: dict, n: int) -> None:
                 stats["errors"] += 1
 
 
-def test_soak() -> None:
+def test_soak(tmp_path: Path) -> None:
     rng = random.Random(7)
     with FakeLLM(ttft_s=0.3, token_delay_s=0.01) as fake, ServerThread(create_docserver()) as docs:
         script(fake, rng)
@@ -89,16 +75,10 @@ def test_soak() -> None:
         env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port), "LLM_BASE_URL": fake.base_url,
                "MCP_SERVER_URL": docs.base_url + "/mcp", "LLM_MAX_CONCURRENCY": "512", "LLM_TIMEOUT_S": "10",
                "LLM_MAX_RETRIES": "1", "RESPONSE_CACHE": "false", "LOG_LEVEL": "WARNING", "REQUEST_TIMEOUT_S": "45"}
-        service = subprocess.Popen([sys.executable, "-m", "app", "serve"], cwd=ROOT, env=env)
+        service = Proc("service", [sys.executable, "-m", "app", "serve"], env, ROOT, tmp_path)
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(base + "/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
+            service.wait_http(base + "/health")  # fails at once, with the service's log, if it exits
             stats = {"done": 0, "broken": 0, "hung": 0, "errors": 0}
             samples: list[tuple[float, float]] = []
 
@@ -107,19 +87,18 @@ def test_soak() -> None:
                 stop_at = start + SECONDS
                 tasks = [asyncio.create_task(client(base, stop_at, stats, n)) for n in range(STREAMS)]
                 while time.monotonic() < stop_at:
-                    samples.append((time.monotonic() - start, rss_mb(service.pid)))
+                    samples.append((time.monotonic() - start, service.rss_mb()))
                     await asyncio.sleep(5)
                 await asyncio.gather(*tasks)
-                samples.append((time.monotonic() - start, rss_mb(service.pid)))
+                samples.append((time.monotonic() - start, service.rss_mb()))
 
             asyncio.run(run())
-            alive = service.poll() is None
+            alive = service.popen.poll() is None
             metrics = httpx.get(base + "/metrics").text
             lag = next((float(line.split()[1]) for line in metrics.splitlines()
                         if line.startswith("neo_event_loop_lag_max_seconds ")), float("nan"))
         finally:
-            service.terminate()
-            service.wait(timeout=20)
+            service.stop()
     warm = [mb for t, mb in samples if t >= SECONDS / 4] or [mb for _, mb in samples]
     growth = warm[-1] - warm[0]
     report = [
