@@ -427,7 +427,7 @@ def _overhead_section(groups: dict[str, list[Measured]], shared: dict[str, list[
         "wait, \"after\" is last wait → `[DONE]`; the rest of the overhead sits between waits.",
         "",
         "The last column but one is the same measurement with every process allowed on every core (runs in "
-        "brackets), taken right after the others on the same service.",
+        "brackets), taken just before the others on the same service.",
         "",
         table(["type", "total p50 (ms)", "waits p50 (ms)", "overhead p50 (ms)", "p95", "before first wait p50",
                "after last wait p50", "MCP calls", "overhead p50, cores shared",
@@ -678,6 +678,7 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
             f"client-side work), {tail * 1000:.0f} ms after the last wait ends (answer post-processing, sources), "
             f"and {(over[heaviest] - head - tail) * 1000:.0f} ms between waits (graph steps between nodes, prompt "
             "rendering, the gaps between a finished search and the next upstream call)."
+            + _shared_overhead(data)
         )
     s4 = judged["speedup"][4]
     lines.append(
@@ -792,6 +793,14 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
     lines += ["", "Targets missed in this run: " + ("; ".join(f"{c[0]} ({c[2]}, target {c[1]})" for c in failed)
                                                   if failed else "none.")]
     return "\n".join(lines)
+
+
+def _shared_overhead(data: dict[str, Any]) -> str:
+    shared = {k: p((r.overhead for r in v), 50) for k, v in by_type(data.get("latency_shared", [])).items() if v}
+    if not shared or not data["meta"].get("cpu_split"):
+        return ""
+    return (f" With the client and both fakes allowed on the service's core it measured "
+            f"{min(shared.values()) * 1000:.0f}–{max(shared.values()) * 1000:.0f} ms (section 2).")
 
 
 def write_report(data: dict[str, Any], out: Path) -> Path:
