@@ -147,15 +147,14 @@ class UpstreamCall:
     end: float | None  # None while the call is in flight
 
 
-def upstream_calls(fake: FakeLLM, since: int = 0, *, finished_only: bool = True) -> list[UpstreamCall]:
-    """The fake's calls from the `since`-th on, in arrival order; `requests` and `timings` are appended together,
-    in step."""
+def upstream_calls(fake: FakeLLM, since: int = 0) -> list[UpstreamCall]:
+    """The fake's calls from the `since`-th on, in arrival order, finished or not (`Upstream.calls` keeps the
+    finished ones); `requests` and `timings` are appended together, in step."""
     requests, timings = fake.requests[since:], fake.timings[since:]
     return [
         UpstreamCall(call_kind(body), t["start"], t["first_token"], t["end"])
         # strict=False: a call that began between the two reads is cut off, the pairs stay aligned
         for body, t in zip(requests, timings, strict=False)
-        if t["end"] is not None or not finished_only
     ]
 
 

@@ -35,7 +35,7 @@ class CallsEndpoint:
             await self.app(scope, receive, send)
             return
         since = int(parse_qs(scope["query_string"].decode()).get("since", ["0"])[0])
-        calls = upstream_calls(self.fake, since, finished_only=False)
+        calls = upstream_calls(self.fake, since)
         rows = [[c.kind, c.start, c.first_token, c.end] for c in calls]
         await JSONResponse({"count": self.fake.calls, "calls": rows})(scope, receive, send)
 
