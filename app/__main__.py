@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     from app.settings import Settings
 
-    uvicorn.run("app.main:app", **server_options(Settings(), args))
+    uvicorn.run("app.main:create_app", **server_options(Settings(), args))
 
 
 def server_options(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
@@ -54,6 +54,7 @@ def server_options(settings: Settings, args: argparse.Namespace) -> dict[str, An
         "log_level": settings.log_level.lower(),
         "workers": getattr(args, "workers", None) or settings.workers,
         "timeout_keep_alive": settings.http_idle_timeout_s,
+        "factory": True,  # each worker builds its app (and reads its settings) when it starts
     }
 
 

@@ -32,8 +32,8 @@ from graph.events import (
     to_record,
 )
 from graph.language import detect_language
-from graph.runner import initial_state, run_pipeline
-from graph.state import Turn
+from graph.models import Turn
+from graph.runner import run_pipeline, start
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +92,12 @@ async def pipeline_events(
             for record in hit:
                 yield from_record(record)
             return
-    state = initial_state(turns)
+    state, context = start(turns, services.context, tenant)
     recorded: list[ThoughtEvent] = []
     cacheable = settings.response_cache
     try:
         async with asyncio.timeout(settings.request_timeout_s):
-            async for event in run_pipeline(
-                services.graph, state, services.context(tenant), max_concurrency=settings.research_concurrency
-            ):
+            async for event in run_pipeline(services.graph, state, context, max_concurrency=settings.research_concurrency):
                 cacheable = cacheable and not isinstance(event, (Degraded, ErrorEvent))
                 if isinstance(event, AnswerDelta) and recorded and isinstance(recorded[-1], AnswerDelta):
                     recorded[-1] = AnswerDelta(recorded[-1].text + event.text)
@@ -209,7 +207,7 @@ async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEve
 async def task_events(services: Services, task: str, request: ChatCompletionRequest) -> AsyncIterator[ThoughtEvent]:
     messages = [{"role": m.role if m.role != "developer" else "system", "content": m.text()}
                 for m in request.messages if m.role in ("system", "developer", "user", "assistant")]
-    text, usage = await answer_task(task, messages, services.llm, services.collections)
+    text, usage = await answer_task(task, messages, services.llm, services.catalog)
     if usage.calls:
         yield UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls)
     yield AnswerDelta(text)

@@ -1,4 +1,5 @@
-"""ASGI app: `app.main:app` (settings from the environment) or `create_app(settings)` in tests."""
+"""ASGI app factory: `create_app()` reads the settings from the environment (`uvicorn --factory app.main:create_app`,
+as `python -m app serve` does), `create_app(settings)` in tests. Nothing is built at import."""
 
 from __future__ import annotations
 
@@ -66,5 +67,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(router)
     return app
 
-
-app = create_app()

@@ -79,7 +79,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
         return await complete_chat(request, renderer, events, record)
     return EventSourceResponse(
         stream_chat(renderer, events, body.include_usage, record),
-        ping=svc.settings.keepalive_s,
+        ping=svc.settings.sse_ping_s,
         sep="\n",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )

@@ -10,11 +10,11 @@ from typing import Any
 from app.settings import Settings
 from graph.build import build_graph
 from graph.cache import Cache, cache_key, make_cache
-from graph.collections import Collection, load_collections
+from graph.collections import Catalog, load_catalog
+from graph.context import Context
 from graph.llm import LLMClient
 from graph.mcp_client import DocumentClient
 from graph.prompts import Prompts
-from graph.state import Context
 
 log = logging.getLogger(__name__)
 
@@ -22,18 +22,16 @@ log = logging.getLogger(__name__)
 @dataclass
 class Services:
     settings: Settings
-    collections: list[Collection]
-    prompts: Prompts
+    catalog: Catalog
     graph: Any
-    llm: LLMClient | None
-    docs: DocumentClient
+    context: Context  # the pipeline's clients and configuration; per request, `Context.for_request`
     cache: Cache
     fingerprint: str  # configuration + prompt version: part of every cache key
     embedded: Any = None  # docserver.embedded.EmbeddedServer when the reference server runs in-process
 
     @classmethod
     async def start(cls, settings: Settings) -> Services:
-        collections = load_collections(settings.collections_file)
+        catalog = load_catalog(settings.collections_file)
         embedded, url = None, settings.mcp_server_url.strip()
         if not url:
             from docserver.embedded import serve_in_background
@@ -55,7 +53,7 @@ class Services:
         docs = DocumentClient(
             url,
             timeout_s=settings.mcp_timeout_s,
-            display_names={c.name: c.display_name for c in collections},
+            display_names=catalog.display_names(),
             mode=settings.mcp_protocol,
         )
         prompts = Prompts(settings.prompts_dir)
@@ -63,30 +61,19 @@ class Services:
             include={"llm_base_url", "llm_model", "llm_fast_model", "mcp_server_url", "search_top_k", "max_facts",
                      "facts_per_agent", "max_iterations", "claim_check", "min_coverage"}
         )
-        fingerprint = cache_key("config", relevant, [c.model_dump() for c in collections], prompts.version)
+        fingerprint = cache_key("config", relevant, [c.model_dump() for c in catalog.collections], prompts.version)
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
-        return cls(settings, collections, prompts, build_graph(), llm, docs, cache, fingerprint, embedded)
+        context = Context(llm=llm, docs=docs, catalog=catalog, prompts=prompts, config=settings.pipeline, cache=cache,
+                          fingerprint=fingerprint)
+        return cls(settings, catalog, build_graph(), context, cache, fingerprint, embedded)
 
-    def context(self, tenant: str = "anonymous") -> Context:
-        return Context(
-            llm=self.llm,
-            docs=self.docs,
-            collections=self.collections,
-            prompts=self.prompts,
-            top_k=self.settings.search_top_k,
-            max_facts=self.settings.max_facts,
-            facts_per_agent=self.settings.facts_per_agent,
-            max_iterations=self.settings.max_iterations,
-            token_budget=self.settings.token_budget,
-            claim_check=self.settings.claim_check,
-            min_coverage=self.settings.min_coverage,
-            research_seconds=self.settings.request_timeout_s * 0.5,
-            stream_interval_s=self.settings.stream_interval_ms / 1000,
-            cache=self.cache,
-            cache_ttl_s=self.settings.cache_ttl_s,
-            tenant=tenant,
-            fingerprint=self.fingerprint,
-        )
+    @property
+    def llm(self) -> LLMClient | None:
+        return self.context.llm
+
+    @property
+    def docs(self) -> DocumentClient:
+        return self.context.docs
 
     async def readiness(self) -> dict[str, Any]:
         llm_ok, docs_ok, cache_ok = await asyncio.gather(
@@ -100,7 +87,7 @@ class Services:
             "mcp": {"url": self.docs.url, "reachable": docs_ok, "tools": sorted(self.docs.tools)},
             "cache": {"backend": "redis" if self.settings.redis_url else "memory", "reachable": cache_ok,
                       "hits": self.cache.hits, "misses": self.cache.misses},
-            "collections": [c.name for c in self.collections],
+            "collections": self.catalog.names,
         }
 
     async def aclose(self) -> None:

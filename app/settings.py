@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from graph.config import PipelineConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +23,8 @@ DEFAULT_TASK_PATTERNS = [
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+    # An empty variable (`COLLECTIONS_FILE=` in a copied .env.example) means "the default", not an empty value.
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", env_ignore_empty=True)
 
     # Upstream LLM (empty base URL = offline, extractive mode)
     llm_base_url: str = ""
@@ -48,7 +52,8 @@ class Settings(BaseSettings):
     max_messages: int = 200
     max_message_chars: int = 32_000
     rate_limit: str = ""  # e.g. "60/minute" per API key (per client address without a key); empty = off
-    keepalive_s: float = 5.0
+    # SSE `: ping` comments on a quiet stream, every this many seconds (KEEPALIVE_S is the old, deprecated name)
+    sse_ping_s: float = Field(5.0, gt=0, validation_alias=AliasChoices("sse_ping_s", "keepalive_s"))
     # An idle client connection stays open this long. Longer than clients keep idle connections (aiohttp, which
     # Open WebUI uses: 15 s; httpx: 5 s), so the client closes first; a server that closes first races a client
     # reusing the connection at that moment, and the client gets a dropped request (uvicorn's default is 5 s).
@@ -94,12 +99,29 @@ class Settings(BaseSettings):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
-    @field_validator("collections_file", "prompts_dir", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _empty_path_is_default(cls, value: object, info) -> object:
-        if isinstance(value, str) and not value.strip():
-            return cls.model_fields[info.field_name].default
-        return value
+    def _deprecated_names(cls, values: Any) -> Any:
+        if isinstance(values, dict) and any(key.lower() == "keepalive_s" for key in values):
+            warnings.warn("KEEPALIVE_S is deprecated: it is the SSE ping interval, now SSE_PING_S",
+                          FutureWarning, stacklevel=2)
+        return values
+
+    @cached_property
+    def pipeline(self) -> PipelineConfig:
+        """The pipeline part of the settings, built once."""
+        return PipelineConfig(
+            top_k=self.search_top_k,
+            max_facts=self.max_facts,
+            facts_per_agent=self.facts_per_agent,
+            max_iterations=self.max_iterations,
+            token_budget=self.token_budget,
+            claim_check=self.claim_check,
+            min_coverage=self.min_coverage,
+            research_seconds=self.request_timeout_s * 0.5,
+            stream_interval_s=self.stream_interval_ms / 1000,
+            cache_ttl_s=self.cache_ttl_s,
+        )
 
     @property
     def offline(self) -> bool:

@@ -11,11 +11,12 @@ import logging
 import re
 
 from app.settings import Settings
-from graph.collections import Collection
+from graph import messages
+from graph.collections import Catalog
 from graph.language import detect_language
 from graph.llm import LLMClient, LLMError
+from graph.models import Usage
 from graph.routing import mentioned_collections
-from graph.state import Usage
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,9 @@ def _last_question(prompt: str) -> str:
     return (lines[-1] if lines else prompt).strip()
 
 
-def offline_answer(task: str, prompt: str, collections: list[Collection]) -> str:
-    """Deterministic answers in the JSON shapes Open WebUI parses."""
+def offline_answer(task: str, prompt: str, catalog: Catalog) -> str:
+    """Deterministic answers in the JSON shapes Open WebUI parses; the topic and the collections they name
+    come from the collections file."""
     question = _last_question(prompt)
     language = detect_language(question)
     if task == "title_generation" or (task == "chat" and '"title"' in prompt):
@@ -61,17 +63,13 @@ def offline_answer(task: str, prompt: str, collections: list[Collection]) -> str
         title = " ".join(words[:7]) or ("Nieuwe vraag" if language == "nl" else "New question")
         return json.dumps({"title": title}, ensure_ascii=False)
     if task == "tags_generation":
-        display = {c.name: c.display_name for c in collections}
-        named = [display[n] for n in mentioned_collections(question, collections)]
-        base = "Nucleaire veiligheid" if language == "nl" else "Nuclear safety"
-        return json.dumps({"tags": [base, *named]}, ensure_ascii=False)
+        named = [catalog.display(n) for n in mentioned_collections(question, catalog.collections)]
+        topic = [catalog.topic[language]] if language in catalog.topic else []
+        return json.dumps({"tags": topic + named}, ensure_ascii=False)
     if task == "follow_up_generation":
-        follow = {
-            "nl": ["Welke wettelijke bepalingen zijn hierop van toepassing?", "Hoe houdt de ANVS hier toezicht op?",
-                   "Wat zeggen de IAEA-normen hierover?"],
-            "en": ["Which legal provisions apply here?", "How does the ANVS supervise this?",
-                   "What do the IAEA standards say about this?"],
-        }[language]
+        named = mentioned_collections(question, catalog.collections)
+        others = [name for name in catalog.names if name not in named][:3]
+        follow = [messages.line("follow_up", language, coll=catalog.display(name)) for name in others]
         return json.dumps({"follow_ups": follow}, ensure_ascii=False)
     if task == "query_generation":
         return json.dumps({"queries": [question]}, ensure_ascii=False)
@@ -88,13 +86,13 @@ def offline_answer(task: str, prompt: str, collections: list[Collection]) -> str
 
 
 async def answer_task(
-    task: str, messages: list[dict[str, str]], llm: LLMClient | None, collections: list[Collection]
+    task: str, conversation: list[dict[str, str]], llm: LLMClient | None, catalog: Catalog
 ) -> tuple[str, Usage]:
-    prompt = messages[-1]["content"] if messages else ""
+    prompt = conversation[-1]["content"] if conversation else ""
     if llm is not None:
         try:
-            result = await llm.complete(messages, fast=True, max_tokens=300)
+            result = await llm.complete(conversation, fast=True, max_tokens=300)
             return result.text, result.usage
         except LLMError as exc:
             log.warning("task %s: upstream failed (%s); answering deterministically", task, exc)
-    return offline_answer(task, prompt, collections), Usage()
+    return offline_answer(task, prompt, catalog), Usage()

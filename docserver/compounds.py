@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import accumulate
 
-from .text import STOPWORDS, stems
+from textkit import STOPWORDS, stems
 
 __all__ = ["LINKERS", "MIN_PART", "Decompounder"]
 

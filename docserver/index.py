@@ -3,7 +3,7 @@
 BM25 is written out by hand (rather than taken from rank-bm25 or similar)
 because we need things those packages do not give together: statistics and
 filtering per collection, a field boost for title/section words, stem *sets*
-per token (Dutch + English stems, see ``text.py``), weighted terms for the
+per token (Dutch + English stems, see ``textkit``), weighted terms for the
 parts of Dutch compounds (see ``compounds.py``), and fully deterministic
 ranking with ties broken on (doc_id, chunk_index).  A corpus of a few
 thousand chunks needs no numpy; a dict-based inverted index answers in
@@ -25,10 +25,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from textkit import analyze, stems, tokenize
+
 from .compounds import Decompounder
 from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, load_collections, load_corpus
 from .store import load_documents, resolve_index_path
-from .text import analyze, stems, tokenize
 
 __all__ = ["HEADER_BOOST", "PART_WEIGHT", "Hit", "Index"]
 

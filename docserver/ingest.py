@@ -18,9 +18,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from textkit import normalize
+
 from .corpus import Chunk, Document, parse_document, split_front_matter
 from .store import DocumentStore
-from .text import normalize
 
 __all__ = [
     "ARTICLE_CHARS",

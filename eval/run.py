@@ -30,13 +30,14 @@ from docserver.store import load_documents
 from graph import messages
 from graph.build import build_graph
 from graph.claims import cited_numbers, claim_sentences, supported
-from graph.collections import load_collections
+from graph.collections import load_catalog
+from graph.context import Context
+from graph.ledger import Ledger
 from graph.llm import LLMClient
 from graph.mcp_client import DocumentClient
-from graph.nodes.synthesize import build_ledger
+from graph.models import Turn
 from graph.prompts import Prompts
-from graph.runner import initial_state
-from graph.state import Context, Turn
+from graph.runner import start
 
 EVAL_DIR = Path(__file__).resolve().parent
 SHARED_CORPUS = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "corpus"
@@ -88,16 +89,16 @@ def is_declined(answer: str) -> bool:
 async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
     result = Result(item)
     started = time.perf_counter()
-    state = await graph.ainvoke(initial_state([Turn(role="user", content=item["question"])]), context=ctx)
+    state, request = start([Turn(role="user", content=item["question"])], ctx)
+    state = await graph.ainvoke(state, context=request)
     result.seconds = time.perf_counter() - started
     route = state["route"]
     result.route_type, result.route_collections = route.query_type, route.collections
-    result.answer = state.get("answer", "")
+    result.answer = state["answer"]
     result.declined = is_declined(result.answer)
-    usage = state.get("usage")
-    result.calls, result.tokens = (usage.calls, usage.total_tokens) if usage else (0, 0)
+    result.calls, result.tokens = state["usage"].calls, state["usage"].total_tokens
 
-    ledger = build_ledger(state.get("facts", []), state.get("evidence", []), route.collections, limit=ctx.ledger_limit)
+    ledger = Ledger.for_answer(state["facts"], state["evidence"], route.collections, ctx.config.ledger_limit).entries
     body = body_of(result.answer)
     for number in (int(n) for n in re.findall(r"\[(\d+)\]", body)):
         result.markers += 1
@@ -288,16 +289,13 @@ def _plot(summary: dict[str, Any], path: Path) -> Path | None:
 
 async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: Path | None) -> list[Result]:
     """The gold questions against a fresh reference server (bundled corpus, plus an ingested index if given)."""
-    collections = load_collections(settings.collections_file)
+    catalog = load_catalog(settings.collections_file)
     server = await serve_in_background(index_path=index_path or Path(tempfile.mkdtemp()) / "none.sqlite3")
-    docs = DocumentClient(server.url, timeout_s=30, display_names={c.name: c.display_name for c in collections})
+    docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names())
     llm = None if settings.offline else LLMClient(
         settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model, fast_model=settings.fast_model,
         timeout_s=settings.llm_timeout_s, max_concurrency=settings.llm_max_concurrency)
-    ctx = Context(llm=llm, docs=docs, collections=collections, prompts=Prompts(settings.prompts_dir),
-                  top_k=settings.search_top_k, max_facts=settings.max_facts, facts_per_agent=settings.facts_per_agent,
-                  max_iterations=settings.max_iterations, token_budget=settings.token_budget,
-                  claim_check=settings.claim_check, min_coverage=settings.min_coverage)
+    ctx = Context(llm=llm, docs=docs, catalog=catalog, prompts=Prompts(settings.prompts_dir), config=settings.pipeline)
     graph = build_graph()
     try:
         return [await evaluate(item, graph, ctx) for item in gold]

@@ -1,11 +1,13 @@
 """The whole pipeline on one screen.
 
-    START -> route -+-> plan -> research (one sub-agent per task, in parallel via Send) -> summarize -> judge
-                    |     ^                                                                            |
-                    |     +------------------------ another round (what is missing) <------------------+
-                    +-> explore -+-> plan                                                              |
-                                 +-> deep_read -> summarize -> judge                                   v
-                                                                                    synthesize -> END
+    START -> route -+---------------------------> plan -> research (one sub-agent per task, in parallel via Send)
+                    |                              ^         |
+                    +-> explore -+-----------------+         v
+                                 +-> deep_read ---------> summarize -> judge -+-> research (the next round's tasks)
+                                                                              +-> synthesize -> END
+
+Which node comes next is decided by the small functions below; whether research goes on is decided by
+`graph/loop.py:decide`, which `judge` applies.
 """
 
 from __future__ import annotations
@@ -17,15 +19,34 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from graph.context import Context
 from graph.nodes.deep_read import deep_read
 from graph.nodes.explore import explore
-from graph.nodes.judge import after_judge, judge
+from graph.nodes.judge import judge
 from graph.nodes.plan import plan
 from graph.nodes.research import research
-from graph.nodes.route import after_explore, after_route, route
+from graph.nodes.route import route
 from graph.nodes.summarize import summarize
 from graph.nodes.synthesize import synthesize
-from graph.state import Context, State
+from graph.state import State
+
+
+def after_route(state: State) -> str:
+    return "explore" if state["route"].query_type in ("exploratory", "deep_dive") else "plan"
+
+
+def after_explore(state: State) -> str:
+    return "deep_read" if state["route"].query_type == "deep_dive" else "plan"
+
+
+def fan_out(state: State) -> list[Send]:
+    """One research sub-agent per task of the current round."""
+    return [Send("research", {"task": task, "question": state["question"]}) for task in state["loop"].tasks]
+
+
+def after_judge(state: State) -> str | list[Send]:
+    """Synthesize once the loop has stopped; otherwise research the next round's tasks."""
+    return "synthesize" if state["loop"].stop else fan_out(state)
 
 
 def on_loop(decide: Callable[[State], Any]) -> Callable[[State], Any]:
@@ -39,14 +60,6 @@ def on_loop(decide: Callable[[State], Any]) -> Callable[[State], Any]:
         return decide(state)
 
     return run
-
-
-def fan_out(state: State) -> list[Send]:
-    """One research sub-agent per task of the current round."""
-    return [
-        Send("research", {"task": task, "question": state["question"], "language": state["language"]})
-        for task in state["tasks"]
-    ]
 
 
 def build_graph():
@@ -66,7 +79,7 @@ def build_graph():
     graph.add_edge("research", "summarize")
     graph.add_edge("deep_read", "summarize")
     graph.add_edge("summarize", "judge")
-    graph.add_conditional_edges("judge", on_loop(after_judge), ["plan", "synthesize"])
+    graph.add_conditional_edges("judge", on_loop(after_judge), ["research", "synthesize"])
     graph.add_edge("synthesize", END)
     return graph.compile()
 

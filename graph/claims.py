@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from docserver.text import analyze
-from graph.state import Evidence
+from graph.models import Evidence
+from textkit import analyze
 
 _CITE = re.compile(r"\[(\d+)\]")
 _NUMBER = re.compile(r"\b\d[\d.,/]*\b")
@@ -22,8 +22,10 @@ _HIGH_STAKES = re.compile(
 )
 
 
-def high_stakes(question: str, collections: list[str]) -> bool:
-    return "wetten_overheid" in collections or bool(_HIGH_STAKES.search(question))
+def high_stakes_question(question: str) -> bool:
+    """A legal or procedural question (obligations, deadlines, articles). Collections of such texts are flagged
+    `high_stakes` in the collections file instead."""
+    return bool(_HIGH_STAKES.search(question))
 
 
 def _stems(text: str) -> set[str]:

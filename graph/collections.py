@@ -1,11 +1,17 @@
-"""Document collections are deployment configuration: loaded from a JSON file, never hard-wired."""
+"""Document collections are deployment configuration: loaded from a JSON file, never hard-wired.
+
+The file is either a list of collections or an object `{"topic": {"nl": ..., "en": ...}, "collections": [...]}`;
+the topic names the field the collections cover (Open WebUI's offline tag).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field
+
+from graph.models import Language
 
 
 class Collection(BaseModel):
@@ -13,13 +19,48 @@ class Collection(BaseModel):
     display_name: str
     focus: str = ""
     keywords: list[str] = []  # lower-case words that point the router at this collection
+    # legal or procedural texts: answers drawing on this collection get the claim check (CLAIM_CHECK=auto)
+    high_stakes: bool = False
+
+
+class _CatalogFile(BaseModel):
+    topic: dict[Language, str] = Field(default_factory=dict)
+    collections: list[Collection]
+
+
+class Catalog:
+    """The configured collections, with the lookups every part of the pipeline shares."""
+
+    def __init__(self, collections: list[Collection], topic: dict[Language, str] | None = None) -> None:
+        names = [c.name for c in collections]
+        if not collections:
+            raise ValueError("no collections configured")
+        if len(set(names)) != len(names):
+            raise ValueError("duplicate collection names")
+        self.collections = collections
+        self.names = names
+        self.topic = topic or {}
+        self._display = {c.name: c.display_name for c in collections}
+
+    def display(self, name: str) -> str:
+        return self._display.get(name, name)
+
+    def display_names(self) -> dict[str, str]:
+        return dict(self._display)
+
+    def high_stakes(self, names: list[str]) -> bool:
+        return any(c.high_stakes for c in self.collections if c.name in names)
+
+
+def load_catalog(path: Path) -> Catalog:
+    raw = json.loads(Path(path).read_text("utf-8"))
+    parsed = _CatalogFile.model_validate(raw if isinstance(raw, dict) else {"collections": raw})
+    try:
+        return Catalog(parsed.collections, parsed.topic)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def load_collections(path: Path) -> list[Collection]:
-    items = TypeAdapter(list[Collection]).validate_python(json.loads(Path(path).read_text("utf-8")))
-    if not items:
-        raise ValueError(f"{path}: no collections configured")
-    names = [c.name for c in items]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{path}: duplicate collection names")
-    return items
+    return load_catalog(path).collections
+

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
-from docserver.text import analyze
 from graph import messages
 from graph.language import detect_language
-from graph.state import Evidence, Fact, Language
+from graph.ledger import Ledger
+from graph.models import Evidence, Fact, Language
+from textkit import analyze
 
 _HEADER = re.compile(r"^\s*\[[^\]\n]{1,200}\]\s*\n")
 _ABBREVIATIONS = ("Rev.", "rev.", "nr.", "Nr.", "art.", "Art.", "No.", "no.", "bijv.", "o.a.", "e.g.", "i.e.", "Vol.", "jo.", "Stb.", "Stcrt.", "Trb.", "lid.")
@@ -122,18 +124,17 @@ def select_facts(
 
 def template_answer(
     facts: list[Fact],
-    ledger: list[Evidence],
+    ledger: Ledger,
     language: Language,
-    display: dict[str, str],
+    display: Callable[[str], str],
     banner: str,
     documents: list[dict] | None = None,
 ) -> str:
     """A cited answer built from facts: grouped per collection when more than one collection contributes."""
-    number = {e.id: n for n, e in enumerate(ledger, 1)}
     collection_of = {e.id: e.collection for e in ledger}
     groups: dict[str, list[str]] = {}
     for fact in facts:
-        cites = "".join(f"[{number[i]}]" for i in fact.evidence_ids if i in number)
+        cites = ledger.marks(fact)
         if cites:
             groups.setdefault(collection_of[fact.evidence_ids[0]], []).append(f"- {fact.text} {cites}")
     parts = [banner]
@@ -141,11 +142,11 @@ def template_answer(
         parts += ["", messages.line("documents_intro", language)]
         for doc in documents:
             year = f" ({doc['year']})" if doc.get("year") else ""
-            parts.append(f"- {display.get(doc['collection'], doc['collection'])}: {doc['title']}{year}")
+            parts.append(f"- {display(doc['collection'])}: {doc['title']}{year}")
     parts += ["", messages.line("intro", language)]
     if len(groups) == 1:
         parts += next(iter(groups.values()))
     else:
         for collection, lines in groups.items():
-            parts += ["", f"**{display.get(collection, collection)}**", *lines]
+            parts += ["", f"**{display(collection)}**", *lines]
     return "\n".join(parts)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from graph.state import Language
+from graph.models import Language
 
 _NL = set(
     "de het een en van in is dat op te zijn voor met wat wie hoe welke waar wanneer waarom niet ook er "

@@ -22,8 +22,8 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
 
+from graph.models import Usage
 from graph.sanitize import InlineReasoningSplitter
-from graph.state import Usage
 from graph.transport import IDLE_EXPIRY_S, failure_name
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,81 @@
-"""Corrective-loop decisions as small pure functions (table-tested)."""
+"""The corrective research loop: its state (`Loop`) and the one rule that decides the next step (`decide`).
+
+    plan (round 1) -> research -> summarize -> judge: verdict -> decide -+-> research the next round's tasks
+                                                                         +-> stop with a reason -> synthesize
+
+Nodes do the work (search, condense, judge); the functions here only decide, from plain values, and are
+table-tested in tests/test_pipeline.py. `Loop` is set in full when a request starts; `plan` fills round 1,
+`judge` writes every later round or the stop.
+"""
 
 from __future__ import annotations
 
-from graph.state import Fact, QueryType, ResearchTask, Verdict
+import re
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from graph.models import Evidence, Fact, Outcome, QueryType, ResearchTask, Verdict
+
+StopReason = Literal["sufficient", "max_rounds", "no_new_evidence", "nothing_left", "budget", "deep_dive"]
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    round: int = 1  # the research round in progress (1-based)
+    tasks: list[ResearchTask] = field(default_factory=list)  # this round's research tasks
+    pending: list[ResearchTask] = field(default_factory=list)  # tasks that need another task's findings first
+    evidence_seen: int = 0  # evidence entries gathered before this round (what is new this round)
+    verdict: Verdict | None = None  # the judge's verdict on the evidence so far
+    stop: StopReason | None = None  # set when research is over
+
+    def start(self, tasks: list[ResearchTask], pending: list[ResearchTask], evidence_seen: int) -> Loop:
+        """The first round."""
+        return replace(self, tasks=tasks, pending=pending, evidence_seen=evidence_seen)
+
+    def after(self, verdict: Verdict, decision: Decision, evidence_seen: int) -> Loop:
+        """The loop once `decision` is taken: stopped, or at the next round with its tasks."""
+        if decision.stop is not None:
+            return replace(self, verdict=verdict, stop=decision.stop)
+        return Loop(round=self.round + 1, tasks=decision.tasks, evidence_seen=evidence_seen, verdict=verdict)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What bounds the loop, from the pipeline configuration and the request's deadline."""
+
+    max_rounds: int
+    tokens_left: int
+    seconds_left: float
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    stop: StopReason | None  # None: research `tasks` in another round
+    tasks: list[ResearchTask] = field(default_factory=list)
+
+
+def decide(loop: Loop, verdict: Verdict, *, kind: QueryType, new_evidence: int, failed: set[str],
+           limits: Limits) -> Decision:
+    """The loop's stop rule, in order: a deep dive reads once; enough evidence; the round bound; a round that
+    found nothing new; nothing left to refine; the token or time budget. Sub-questions waiting for earlier
+    findings run before research stops for being sufficient or out of refinements."""
+    if kind == "deep_dive":  # one careful read of the best document; there are no tasks to refine
+        return Decision("sufficient" if verdict.status == "sufficient" else "deep_dive")
+    refined = refine(loop.tasks, verdict, loop.round, failed)
+    reason: StopReason | None = None
+    if verdict.status == "sufficient":
+        reason = "sufficient"
+    elif loop.round >= limits.max_rounds:
+        reason = "max_rounds"
+    elif loop.round > 1 and new_evidence == 0:
+        reason = "no_new_evidence"
+    elif not refined:
+        reason = "nothing_left"
+    elif limits.tokens_left <= 0 or limits.seconds_left <= 0:
+        reason = "budget"
+    if loop.pending and reason in (None, "sufficient", "nothing_left"):
+        return Decision(None, loop.pending + refined)
+    return Decision(reason) if reason else Decision(None, refined)
 
 
 def coverage_verdict(kind: QueryType, tasks: list[ResearchTask], covered: set[str], facts: list[Fact]) -> Verdict | None:
@@ -26,38 +99,23 @@ def rules_verdict(tasks: list[ResearchTask], covered: set[str]) -> Verdict:
     return Verdict(status="partial" if missing else "sufficient", missing=missing, judged_by="rules")
 
 
-def stop_reason(
-    verdict: Verdict,
-    *,
-    round_no: int,
-    max_iterations: int,
-    new_evidence: int,
-    tokens_used: int,
-    token_budget: int,
-    seconds_left: float,
-    refinable: int = 1,
-) -> str | None:
-    """Why the research loop stops now, or None to run another round."""
-    if verdict.status == "sufficient":
-        return "sufficient"
-    if round_no >= max_iterations:
-        return "max_iterations"
-    if round_no > 1 and new_evidence == 0:
-        return "no_new_evidence"
-    if not refinable:
-        return "nothing_left"
-    if tokens_used >= token_budget or seconds_left <= 0:
-        return "budget"
-    return None
+def covered_tasks(tasks: list[ResearchTask], outcomes: list[Outcome], facts: list[Fact],
+                  evidence: list[Evidence]) -> set[str]:
+    """Tasks with facts: condensed by their own sub-agent, or whose collection a summarised fact cites."""
+    cited = {i for f in facts for i in f.evidence_ids}
+    with_facts = {e.collection for e in evidence if e.id in cited}
+    return {o.task_id for o in outcomes if o.facts} | {t.id for t in tasks if t.collection in with_facts}
 
 
-def refine(
-    tasks: list[ResearchTask], verdict: Verdict, round_no: int, failed: set[str] | frozenset[str] = frozenset()
-) -> list[ResearchTask]:
+def failed_collections(outcomes: list[Outcome]) -> set[str]:
+    return {o.collection for o in outcomes if o.error}
+
+
+def refine(tasks: list[ResearchTask], verdict: Verdict, round_no: int, failed: set[str] | frozenset[str] = frozenset()
+           ) -> list[ResearchTask]:
     """The next round researches only what is missing, with refined queries and a deeper look; collections
     whose search failed outright are not retried (they are reported as gaps)."""
     missing = set(verdict.missing)
-    tasks = [t for t in tasks if t.collection not in failed]
     return [
         task.model_copy(
             update={
@@ -67,5 +125,15 @@ def refine(
             }
         )
         for task in tasks
-        if task.label in missing or task.id in verdict.queries
+        if task.collection not in failed and (task.label in missing or task.id in verdict.queries)
     ]
+
+
+def with_findings(task: ResearchTask, tasks: list[ResearchTask], facts: list[Fact], evidence: list[Evidence]
+                  ) -> ResearchTask:
+    """A dependent sub-question, sharpened with the names and numbers its prerequisite found."""
+    source = next((t.collection for t in tasks if t.id == task.after), None)
+    in_source = {e.id for e in evidence if e.collection == source}
+    found = " ".join(f.text for f in facts if set(f.evidence_ids) & in_source)
+    extra = " ".join(dict.fromkeys(re.findall(r"\b[A-Z][\w/-]{2,}|\b\d[\w./-]*", found)))[:120]
+    return task.model_copy(update={"query": f"{task.query} {extra}".strip(), "after": None})

@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
-from graph.state import Evidence
+from graph.models import Evidence
 from graph.transport import IDLE_EXPIRY_S, failure_name
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ _YEAR = re.compile(r"^\s*-\s*Year:\s*(?P<year>\d{4})")
 
 
 def parse_document_list(markdown: str, display_to_name: dict[str, str]) -> list[DocumentRef]:
-    """Parse `list_documents` Markdown (`## ANVS (3 results)`, `1. **Title**`, `- Doc ID: x`)."""
+    """Parse `list_documents` Markdown (`## <display name> (3 results)`, `1. **Title**`, `- Doc ID: x`)."""
     refs: list[DocumentRef] = []
     collection, title, doc_id, year = "", "", "", None
 

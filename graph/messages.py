@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.state import Language, QueryType
+from graph.models import Language, QueryType
 
 _LINES: dict[str, dict[Language, str]] = {
     "route": {"nl": "Vraagtype: {kind}", "en": "Question type: {kind}"},
@@ -71,6 +71,7 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "\n\n*(The answer was cut off: the language model failed.)*",
     },
     "sources": {"nl": "Bronnen", "en": "Sources"},
+    "follow_up": {"nl": "Wat zeggen de bronnen van {coll} hierover?", "en": "What do the {coll} sources say about this?"},
     "summary_mark": {"nl": "samenvatting", "en": "summary"},
 }
 
@@ -97,10 +98,12 @@ _STATUS: dict[str, dict[Language, str]] = {
 }
 _REASONS: dict[str, dict[Language, str]] = {
     "sufficient": {"nl": "voldoende bewijs", "en": "enough evidence"},
-    "max_iterations": {"nl": "maximum aantal rondes bereikt", "en": "maximum number of rounds reached"},
+    "max_rounds": {"nl": "maximum aantal rondes bereikt", "en": "maximum number of rounds reached"},
     "no_new_evidence": {"nl": "geen nieuwe passages gevonden", "en": "no new passages found"},
     "budget": {"nl": "tijd- of tokenbudget op", "en": "time or token budget spent"},
     "nothing_left": {"nl": "niets meer om aanvullend te onderzoeken", "en": "nothing left to research further"},
+    "deep_dive": {"nl": "een verdiepende vraag leest één document, zonder extra rondes",
+                  "en": "a deep-dive question reads one document, without further rounds"},
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
-from graph.state import Language
+from graph.models import Language
 
 
 class Prompts:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from graph.collections import Collection
-from graph.state import QueryType, Route
+from graph.models import QueryType, Route
 
 _WORD = re.compile(r"[\w\-']+", re.UNICODE)
 

@@ -1,7 +1,7 @@
 """Runs the compiled graph for one request and yields its thought events as they happen.
 
-`initial_state` is the single place that turns a conversation into pipeline state; the streaming and the
-non-streaming HTTP paths both go through `run_pipeline`.
+`start` is the single place that turns a conversation into pipeline state and the request's context; the
+streaming and the non-streaming HTTP paths both go through it and `run_pipeline`.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from graph.context import Context
 from graph.events import ThoughtEvent
 from graph.language import detect_language
-from graph.state import Context, State, Turn, Usage
+from graph.loop import Loop
+from graph.models import Turn, Usage
+from graph.state import State
 
 _END = object()
 log = logging.getLogger(__name__)
@@ -38,18 +41,12 @@ class NodeTimings:
         return {name: round(value, 4) for name, value in sorted(self.seconds.items())}
 
 
-def initial_state(turns: list[Turn]) -> State:
-    """Pipeline state for a conversation whose last turn is the user's question."""
+def start(turns: list[Turn], context: Context, tenant: str = "anonymous") -> tuple[State, Context]:
+    """Pipeline state and the request's context for a conversation whose last turn is the user's question."""
     question = turns[-1].content.strip()
-    return State(
-        question=question,
-        history=turns[:-1],
-        language=detect_language(question),
-        evidence=[],
-        facts=[],
-        gaps=[],
-        usage=Usage(),
-    )
+    state = State(question=question, history=turns[:-1], route=None, documents=[], loop=Loop(), evidence=[],
+                  facts=[], outcomes=[], gaps=[], answer="", usage=Usage())
+    return state, context.for_request(language=detect_language(question), tenant=tenant)
 
 
 async def run_pipeline(

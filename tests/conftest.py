@@ -52,7 +52,7 @@ def service(docserver_url: str) -> Iterator[ServiceFactory]:
 
     def start(**overrides: object) -> str:
         values: dict[str, object] = {
-            "mcp_server_url": docserver_url, "llm_base_url": "", "keepalive_s": 1.0, "response_cache": False,
+            "mcp_server_url": docserver_url, "llm_base_url": "", "sse_ping_s": 1.0, "response_cache": False,
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)

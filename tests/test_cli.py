@@ -48,7 +48,7 @@ def test_serve_options_flags_over_settings() -> None:
     settings = Settings(_env_file=None, host="0.0.0.0", port=8000, workers=2, log_level="WARNING",
                         http_idle_timeout_s=75.0)
     assert server_options(settings, argparse.Namespace(host=None, port=None, workers=None)) == {
-        "host": "0.0.0.0", "port": 8000, "log_level": "warning", "workers": 2, "timeout_keep_alive": 75.0,
+        "host": "0.0.0.0", "port": 8000, "log_level": "warning", "workers": 2, "timeout_keep_alive": 75.0, "factory": True,
     }
     flags = server_options(settings, argparse.Namespace(host="127.0.0.1", port=9001, workers=3))
     assert (flags["host"], flags["port"], flags["workers"]) == ("127.0.0.1", 9001, 3)

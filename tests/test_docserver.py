@@ -18,7 +18,7 @@ from docserver.corpus import BUNDLED_CORPUS, load_collections, load_corpus, pars
 from docserver.embedded import EmbeddedServer, serve_in_background
 from docserver.index import Index
 from docserver.server import SOURCES_URI, create_app, transport_security
-from docserver.text import analyze, normalize, tokenize
+from textkit import analyze, normalize, tokenize
 
 try:  # mcp >= 2
     from mcp import Client

@@ -266,7 +266,7 @@ def test_decompounder_uses_query_words() -> None:
 def test_compounds_with_matches_a_scan_of_the_whole_vocabulary(word: str) -> None:
     """The substring index finds exactly the compounds a plain scan over every vocabulary word finds."""
     from docserver.compounds import MIN_PART
-    from docserver.text import stems
+    from textkit import stems
 
     decompounder = Decompounder(VOCABULARY)
     extra = frozenset({word, "dosis"})

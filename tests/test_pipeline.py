@@ -14,15 +14,17 @@ import pytest
 
 from app.settings import ROOT
 from graph.build import build_graph
-from graph.collections import Collection, load_collections
+from graph.collections import Catalog, Collection, load_collections
+from graph.config import PipelineConfig
+from graph.context import Context
 from graph.events import AnswerDelta, Step, SubAgentStatus, UsageEvent
 from graph.llm import LLMClient, LLMError
-from graph.loop import coverage_verdict, refine, stop_reason
+from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, refine
 from graph.mcp_client import DocumentClient
+from graph.models import Fact, ResearchTask, Turn, Verdict
 from graph.prompts import Prompts
 from graph.routing import focus_terms, heuristic_route, is_follow_up, standalone
-from graph.runner import initial_state, run_pipeline
-from graph.state import Context, Fact, ResearchTask, Turn, Verdict
+from graph.runner import run_pipeline, start
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 COLLECTIONS = load_collections(ROOT / "graph" / "collections.json")
@@ -90,25 +92,6 @@ def test_heuristic_routing(question: str, kind: str, collections: list[str] | No
     assert route.collections == (collections or ALL)
 
 
-@pytest.mark.parametrize(
-    ("verdict", "round_no", "new", "tokens", "seconds", "expected"),
-    [
-        (Verdict(status="sufficient"), 1, 5, 0, 10, "sufficient"),
-        (Verdict(status="partial", missing=["IAEA"]), 1, 5, 0, 10, None),
-        (Verdict(status="partial", missing=["IAEA"]), 2, 3, 0, 10, None),
-        (Verdict(status="partial", missing=["IAEA"]), 3, 3, 0, 10, "max_iterations"),
-        (Verdict(status="insufficient"), 2, 0, 0, 10, "no_new_evidence"),
-        (Verdict(status="insufficient"), 1, 0, 0, 10, None),
-        (Verdict(status="partial"), 1, 5, 70_000, 10, "budget"),
-        (Verdict(status="partial"), 1, 5, 0, -1, "budget"),
-    ],
-)
-def test_stop_reasons(verdict, round_no, new, tokens, seconds, expected) -> None:
-    got = stop_reason(verdict, round_no=round_no, max_iterations=3, new_evidence=new, tokens_used=tokens,
-                      token_budget=60_000, seconds_left=seconds)
-    assert got == expected
-
-
 def _task(name: str, condense: bool = True) -> ResearchTask:
     return ResearchTask(id=name, collection=name, query="q", label=name.upper(), condense=condense)
 
@@ -126,6 +109,74 @@ def _task(name: str, condense: bool = True) -> ResearchTask:
 def test_coverage_verdicts(kind, tasks, covered, facts, status) -> None:
     verdict = coverage_verdict(kind, tasks, covered, [Fact(text="f", evidence_ids=["x"])] * facts)
     assert (verdict.status if verdict else None) == status
+
+
+IAEA, ANVS = _task("iaea"), _task("anvs")
+LATER = ANVS.model_copy(update={"after": "iaea"})  # needs the IAEA findings first
+PARTIAL = Verdict(status="partial", missing=["ANVS"])
+ROOM = Limits(max_rounds=3, tokens_left=10_000, seconds_left=10)
+
+
+def _next(stop: str | None, *ids: str) -> tuple[str | None, list[str]]:
+    return stop, list(ids)
+
+
+# (loop, verdict, query type, new evidence, failed collections, limits) -> (stop reason, next round's task ids)
+LOOP_TABLE = [
+    # enough evidence
+    (Loop(tasks=[IAEA, ANVS]), Verdict(status="sufficient"), "comparative", 5, set(), ROOM, _next("sufficient")),
+    # what is missing is researched again, deeper, with the judge's query
+    (Loop(tasks=[IAEA, ANVS]), PARTIAL, "comparative", 5, set(), ROOM, _next(None, "anvs@2")),
+    (Loop(round=2, tasks=[IAEA, ANVS]), PARTIAL, "comparative", 3, set(), ROOM, _next(None, "anvs@3")),
+    # the round bound
+    (Loop(round=3, tasks=[IAEA, ANVS]), PARTIAL, "comparative", 3, set(), ROOM, _next("max_rounds")),
+    (Loop(tasks=[ANVS]), PARTIAL, "factual", 3, set(), Limits(1, 10_000, 10), _next("max_rounds")),
+    # a later round that found nothing new
+    (Loop(round=2, tasks=[ANVS]), PARTIAL, "comparative", 0, set(), ROOM, _next("no_new_evidence")),
+    # the first round may find nothing and still refine
+    (Loop(tasks=[ANVS]), Verdict(status="insufficient", missing=["ANVS"]), "factual", 0, set(), ROOM,
+     _next(None, "anvs@2")),
+    # nothing to refine: nothing named as missing, or only a collection whose search failed
+    (Loop(tasks=[IAEA, ANVS]), Verdict(status="insufficient"), "comparative", 0, set(), ROOM, _next("nothing_left")),
+    (Loop(tasks=[IAEA, ANVS]), PARTIAL, "comparative", 2, {"anvs"}, ROOM, _next("nothing_left")),
+    # token or time budget spent
+    (Loop(tasks=[IAEA, ANVS]), PARTIAL, "comparative", 5, set(), Limits(3, 0, 10), _next("budget")),
+    (Loop(tasks=[IAEA, ANVS]), PARTIAL, "comparative", 5, set(), Limits(3, 10_000, -1), _next("budget")),
+    # sub-questions waiting on a dependency run before sufficiency or a lack of refinements stops research ...
+    (Loop(tasks=[IAEA], pending=[LATER]), Verdict(status="sufficient"), "comparative", 2, set(), ROOM,
+     _next(None, "anvs")),
+    (Loop(tasks=[IAEA], pending=[LATER]), Verdict(status="insufficient"), "comparative", 0, set(), ROOM,
+     _next(None, "anvs")),
+    (Loop(tasks=[IAEA], pending=[LATER]), Verdict(status="partial", missing=["IAEA"]), "comparative", 2, set(), ROOM,
+     _next(None, "anvs", "iaea@2")),
+    (Loop(tasks=[IAEA], pending=[LATER]), Verdict(status="sufficient"), "comparative", 2, set(), Limits(1, 0, 0),
+     _next(None, "anvs")),
+    # ... but not past a bound when research is still short
+    (Loop(tasks=[IAEA], pending=[LATER]), Verdict(status="partial", missing=["IAEA"]), "comparative", 2, set(),
+     Limits(1, 10_000, 10), _next("max_rounds")),
+    (Loop(tasks=[IAEA], pending=[LATER]), Verdict(status="partial", missing=["IAEA"]), "comparative", 2, set(),
+     Limits(3, 0, 10), _next("budget")),
+    # a deep dive reads one document: no further rounds, whatever the verdict
+    (Loop(), Verdict(status="sufficient"), "deep_dive", 9, set(), ROOM, _next("sufficient")),
+    (Loop(), Verdict(status="insufficient", missing=["x"]), "deep_dive", 0, set(), ROOM, _next("deep_dive")),
+]
+
+
+@pytest.mark.parametrize(("loop", "verdict", "kind", "new", "failed", "limits", "expected"), LOOP_TABLE)
+def test_loop_decisions(loop, verdict, kind, new, failed, limits, expected) -> None:
+    decision = decide(loop, verdict, kind=kind, new_evidence=new, failed=failed, limits=limits)
+    assert (decision.stop, [t.id for t in decision.tasks]) == expected
+    assert decision.stop is None or not decision.tasks  # stopping never carries tasks, going on always does
+    assert decision.stop is not None or decision.tasks
+
+
+def test_loop_after_a_decision() -> None:
+    loop = Loop(tasks=[IAEA, ANVS], evidence_seen=0)
+    verdict = Verdict(status="partial", missing=["ANVS"])
+    nxt = loop.after(verdict, Decision(None, [ANVS]), evidence_seen=7)
+    assert (nxt.round, nxt.tasks, nxt.pending, nxt.evidence_seen, nxt.verdict, nxt.stop) == (2, [ANVS], [], 7, verdict, None)
+    done = nxt.after(verdict, Decision("max_rounds"), evidence_seen=9)
+    assert (done.round, done.stop, done.verdict) == (2, "max_rounds", verdict)
 
 
 def test_refine_researches_only_what_is_missing() -> None:
@@ -147,13 +198,15 @@ def test_follow_up_rewrite_and_focus_terms() -> None:
 # ------------------------------------------------------------------ graph runs over real HTTP
 
 def _context(docs: DocumentClient, llm: LLMClient | None = None, collections: list[Collection] | None = None,
-             **kw) -> Context:
-    return Context(llm=llm, docs=docs, collections=collections or COLLECTIONS, prompts=Prompts(ROOT / "prompts"), **kw)
+             **config) -> Context:
+    return Context(llm=llm, docs=docs, catalog=Catalog(collections or COLLECTIONS), prompts=Prompts(ROOT / "prompts"),
+                   config=PipelineConfig(**config))
 
 
 async def _run(question: str, ctx: Context, history: list[Turn] | None = None, concurrency: int = 8):
     turns = (history or []) + [Turn(role="user", content=question)]
-    events = [e async for e in run_pipeline(build_graph(), initial_state(turns), ctx, max_concurrency=concurrency)]
+    state, request = start(turns, ctx)
+    events = [e async for e in run_pipeline(build_graph(), state, request, max_concurrency=concurrency)]
     steps = [e.text for e in events if isinstance(e, Step)]
     answer = "".join(e.text for e in events if isinstance(e, AnswerDelta))
     calls = sum(e.calls for e in events if isinstance(e, UsageEvent))

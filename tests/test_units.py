@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from app.settings import ROOT, Settings
-from graph.citations import CitationFilter, clean_citations
 from graph.collections import load_collections
 from graph.language import detect_language
+from graph.ledger import CitationFilter, clean_citations
 from graph.mcp_client import ToolOutput, parse_document_list, to_evidence
 from graph.routing import heuristic_route
 from graph.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize

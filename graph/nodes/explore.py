@@ -7,13 +7,15 @@ from dataclasses import asdict
 from langgraph.runtime import Runtime
 
 from graph import messages
+from graph.context import Context
 from graph.events import Step, degrade, emit
 from graph.mcp_client import DocumentError
-from graph.state import Context, State
+from graph.state import State
 
 
 async def explore(state: State, runtime: Runtime[Context]) -> dict:
-    ctx, language, route = runtime.context, state["language"], state["route"]
+    ctx, route = runtime.context, state["route"]
+    language = ctx.language
     try:
         refs = await ctx.docs.list_documents(route.search_query)
     except DocumentError as exc:

@@ -2,8 +2,8 @@
 by `Send` from the parent graph.
 
 Its input and output types are the context firewall: the parent sends a `ResearchInput` and gets back only a
-`ResearchOutput` (evidence, facts with evidence ids, coverage and gaps), never the sub-agent's prompts or
-scratch state. A failing search becomes a recorded gap; the other sub-agents go on.
+`ResearchOutput` (evidence, facts with evidence ids, the task's outcome and gaps), never the sub-agent's
+prompts or scratch state. A failing search becomes a recorded gap; the other sub-agents go on.
 
 It is one node of two steps rather than a two-node subgraph: a compiled subgraph runs a Pregel loop of its
 own per invocation (channels, checkpoints, task preparation), which py-spy showed at 17% of the service's
@@ -17,32 +17,26 @@ from typing import TypedDict
 from langgraph.runtime import Runtime
 
 from graph import messages
-from graph.citations import render_ledger
+from graph.context import Context
 from graph.events import Step, SubAgentStatus, degrade, emit
 from graph.extractive import select_facts
+from graph.ledger import FactsReply, Ledger
 from graph.mcp_client import DocumentError
-from graph.nodes.summarize import parse_facts
-from graph.state import Context, Evidence, Fact, Language, ResearchTask, Usage
-from graph.structured import ask_fast
+from graph.models import Evidence, Fact, Outcome, ResearchTask, Usage
+from graph.structured import ask_json
 
 
 class ResearchInput(TypedDict):
     task: ResearchTask
     question: str
-    language: Language
 
 
 class ResearchOutput(TypedDict, total=False):
     evidence: list[Evidence]
     facts: list[Fact]
-    covered: list[str]
-    failed: list[str]
+    outcomes: list[Outcome]
     gaps: list[str]
     usage: Usage
-
-
-class ResearchState(ResearchInput, ResearchOutput, total=False):
-    """What the two steps share inside one sub-agent."""
 
 
 def focus(hits: list[Evidence], doc_ids: list[str], limit: int) -> list[Evidence]:
@@ -52,9 +46,30 @@ def focus(hits: list[Evidence], doc_ids: list[str], limit: int) -> list[Evidence
     return hits[:limit]
 
 
-async def search(state: ResearchState, runtime: Runtime[Context]) -> dict:
-    ctx, task, language = runtime.context, state["task"], state["language"]
-    name = ctx.display(task.collection)
+async def condense(task: ResearchTask, question: str, evidence: list[Evidence], ctx: Context
+                   ) -> tuple[list[Fact], Usage]:
+    """The sub-agent's key facts: one fast-model call, or its best sentences offline and as the fallback."""
+    limit = ctx.config.facts_per_agent
+    if ctx.llm is not None:
+        ledger = Ledger(evidence)
+        prompt = ctx.prompts.render(
+            "condense", ctx.language, question=question, focus=task.query, source=ctx.display(task.collection),
+            evidence=ledger.render(max_chars=900), max_facts=limit,
+        )
+        facts, usage = await ask_json(ctx, prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
+                                      max_tokens=600)
+        if facts is not None:
+            return facts, usage
+    else:
+        usage = Usage()
+    # a sub-agent researches a source the question named: its best sentences count, no relevance floor
+    return select_facts(task.query or question, evidence, limit, language=ctx.language, min_coverage=0), usage
+
+
+async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchOutput:
+    """Search, then condense what was found (a failed search ends the sub-agent with its gap)."""
+    ctx, task = runtime.context, state["task"]
+    language = ctx.language
     emit(SubAgentStatus(task.label, "started"))
     emit(Step(messages.line("searching", language, coll=task.label)))
     try:
@@ -62,42 +77,16 @@ async def search(state: ResearchState, runtime: Runtime[Context]) -> dict:
     except DocumentError as exc:
         emit(SubAgentStatus(task.label, "failed", str(exc)))
         degrade("documents", messages.line("failed", language, coll=task.label, error=exc))
-        return {"evidence": [], "failed": [task.collection], "gaps": [messages.line("gap", language, coll=name, error=exc)]}
-    return {"evidence": focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3)}
-
-
-async def condense(state: ResearchState, runtime: Runtime[Context]) -> dict:
-    ctx, task, language = runtime.context, state["task"], state["language"]
-    evidence = state.get("evidence") or []
-    if state.get("gaps"):
-        return {}
+        gap = messages.line("gap", language, coll=ctx.display(task.collection), error=exc)
+        return {"outcomes": [Outcome(task_id=task.id, collection=task.collection, error=str(exc))], "gaps": [gap]}
+    evidence = focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3)
+    outcome = Outcome(task_id=task.id, collection=task.collection)
     if not task.condense or not evidence:
-        key = "found" if evidence else "none_found"
-        emit(Step(messages.line(key, language, coll=task.label, n=len(evidence))))
+        emit(Step(messages.line("found" if evidence else "none_found", language, coll=task.label, n=len(evidence))))
         emit(SubAgentStatus(task.label, "done", str(len(evidence))))
-        return {}
-    usage, facts = Usage(), None
-    if ctx.llm is not None:
-        prompt = ctx.prompts.render(
-            "condense", language, question=state["question"], focus=task.query, source=ctx.display(task.collection),
-            evidence=render_ledger(evidence, max_chars=900), max_facts=ctx.facts_per_agent,
-        )
-        facts, usage = await ask_fast(
-            ctx, prompt, language, lambda text: parse_facts(text, evidence)[: ctx.facts_per_agent], max_tokens=600
-        )
-    if facts is None:
-        # a sub-agent researches a source the question named: its best sentences count, no relevance floor
-        facts = select_facts(
-            task.query or state["question"], evidence, ctx.facts_per_agent, language=language, min_coverage=0
-        )
+        return {"evidence": evidence, "outcomes": [outcome]}
+    facts, usage = await condense(task, state["question"], evidence, ctx)
     emit(Step(messages.line("agent_done", language, coll=task.label, n=len(evidence), m=len(facts))))
     emit(SubAgentStatus(task.label, "done", f"{len(evidence)}/{len(facts)}"))
-    return {"facts": facts, "covered": [task.id] if facts else [], "usage": usage}
-
-
-async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchOutput:
-    """search, then condense what was found (a failed search ends the sub-agent with its gap)."""
-    work: ResearchState = {**state, **await search(state, runtime)}  # type: ignore[typeddict-item]
-    if not work.get("gaps"):
-        work.update(await condense(work, runtime))  # type: ignore[typeddict-item]
-    return {key: work[key] for key in ResearchOutput.__annotations__ if key in work}  # type: ignore[return-value]
+    return {"evidence": evidence, "facts": facts, "usage": usage,
+            "outcomes": [outcome.model_copy(update={"facts": len(facts)})]}

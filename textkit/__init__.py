@@ -1,4 +1,7 @@
-"""Text analysis shared by indexing and querying.
+"""Text analysis shared by the document server's index and the agent's extractive answers.
+
+A standalone package on purpose: the agent (``graph``) works against any MCP document server,
+so it must not import the reference server (``docserver``); both import this instead.
 
 Pipeline: Unicode NFKD accent folding + casefold, split on anything that is
 not a letter or digit, drop a small Dutch/English stopword list, then stem.

@@ -1,0 +1,23 @@
+"""The pipeline's configuration: plain values, built once per process from the service settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """The pipeline's knobs (the pipeline part of the service settings, `Settings.pipeline`)."""
+
+    top_k: int = 6  # passages kept from a search
+    max_facts: int = 8
+    facts_per_agent: int = 4
+    max_iterations: int = 3  # research rounds at most
+    token_budget: int = 60_000  # upstream tokens after which no further round starts
+    claim_check: Literal["auto", "on", "off"] = "auto"
+    research_seconds: float = 60.0  # after this long no further research round starts
+    ledger_limit: int = 12  # evidence entries the answer may cite
+    stream_interval_s: float = 0.0  # answer deltas closer together than this are sent as one (0 = every delta)
+    min_coverage: float = 0.6  # share of topic words a passage must contain for a factual answer (offline)
+    cache_ttl_s: float = 3600.0  # plan cache entries (routes, decompositions, rewrites made by the model)

@@ -1,0 +1,147 @@
+"""The evidence ledger: numbered passages, the only things an `[n]` may point at.
+
+A `Ledger` numbers evidence (1-based) once, and everything that depends on those numbers comes from it: the
+evidence block of a prompt, the citations of a fact, the facts a model reply cites, the filter that drops
+every `[n]` without an entry while the answer streams, and the sources list, which is rendered from the
+ledger, never written by the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+
+from pydantic import BaseModel
+
+from graph import messages
+from graph.models import Evidence, Fact, Language
+
+_GROUP = re.compile(r"\[(\s*\d+\s*(?:[,;–-]\s*\d+\s*)*)\]")
+_PARTIAL = re.compile(r"\[[\d\s,;–-]{0,16}$")
+
+
+def order_evidence(evidence: list[Evidence], collections: list[str]) -> list[Evidence]:
+    """Stable ledger order: by the route's collection order, then relevance, then id."""
+    rank = {name: i for i, name in enumerate(collections)}
+    return sorted(evidence, key=lambda e: (rank.get(e.collection, len(rank)), -e.relevance, e.id))
+
+
+class Ledger:
+    def __init__(self, entries: Iterable[Evidence]) -> None:
+        self.entries = list(entries)
+        self._number = {e.id: n for n, e in enumerate(self.entries, 1)}
+
+    @classmethod
+    def for_answer(cls, facts: list[Fact], evidence: list[Evidence], collections: list[str], limit: int) -> Ledger:
+        """The evidence the facts rest on, in stable order. No facts, no ledger: the answer then declines
+        rather than writing from passages that nothing showed to be relevant."""
+        cited = {i for f in facts for i in f.evidence_ids}
+        return cls([e for e in order_evidence(evidence, collections) if e.id in cited][:limit])
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __iter__(self) -> Iterator[Evidence]:
+        return iter(self.entries)
+
+    def numbered(self) -> Iterator[tuple[int, Evidence]]:
+        return enumerate(self.entries, 1)
+
+    def ids(self, numbers: Iterable[int]) -> list[str]:
+        """The evidence ids of cited numbers, in order, without repeats; numbers outside the ledger are dropped."""
+        return [self.entries[n - 1].id for n in dict.fromkeys(numbers) if 1 <= n <= len(self.entries)]
+
+    def marks(self, fact: Fact) -> str:
+        """`[n]` for each of a fact's evidence ids in the ledger."""
+        return "".join(f"[{self._number[i]}]" for i in fact.evidence_ids if i in self._number)
+
+    def render(self, max_chars: int = 1200) -> str:
+        """The numbered evidence block of a prompt."""
+        blocks = []
+        for n, e in self.numbered():
+            head = f"[{n}] {e.title}" + (f" — {e.section}" if e.section else "") + f" ({e.collection})"
+            blocks.append(f"{head}\n{e.text[:max_chars]}")
+        return "\n\n".join(blocks)
+
+    def facts_block(self, facts: list[Fact]) -> str:
+        return "\n".join(f"- {f.text} {self.marks(f)}" for f in facts)
+
+    def citation_filter(self) -> CitationFilter:
+        return CitationFilter(len(self.entries))
+
+    def sources(self, cited: list[int], language: Language, display: Callable[[str], str]) -> str:
+        """Markdown sources list; cited entries keep their ledger numbers (all entries when none was cited)."""
+        numbers = sorted(cited) if cited else list(range(1, len(self.entries) + 1))
+        if not numbers:
+            return ""
+        lines = [f"**{messages.line('sources', language)}**", ""]
+        seen_docs: set[str] = set()
+        for n in numbers:
+            e = self.entries[n - 1]
+            label = f"{e.title}" + (f", {e.section}" if e.section else "")
+            meta = [display(e.collection)]
+            if e.year:
+                meta.append(str(e.year))
+            if e.summary:
+                meta.append(messages.line("summary_mark", language))
+            link = f" — {e.url}" if e.url and e.doc_id not in seen_docs else ""
+            seen_docs.add(e.doc_id)
+            lines.append(f"[{n}] {label} ({', '.join(meta)}){link}")
+        return "\n".join(lines)
+
+
+class CitedFact(BaseModel):
+    fact: str
+    sources: list[int]  # ledger numbers
+
+
+class FactsReply(BaseModel):
+    """A model's key facts from numbered evidence (the condense and summarize steps)."""
+
+    facts: list[CitedFact]
+
+    def to_facts(self, ledger: Ledger, limit: int) -> list[Fact]:
+        """Facts that cite at least one ledger entry, at most `limit`. An empty list is the model's judgement
+        that nothing is relevant."""
+        facts = []
+        for item in self.facts:
+            ids = ledger.ids(item.sources)
+            if ids and item.fact.strip():
+                facts.append(Fact(text=item.fact.strip(), evidence_ids=ids))
+        return facts[:limit]
+
+
+class CitationFilter:
+    """Streaming filter: keeps `[n]` markers with 1 <= n <= size, drops the rest; records what was cited."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.cited: list[int] = []
+        self._pending = ""
+
+    def _fix(self, match: re.Match[str]) -> str:
+        numbers = [int(n) for n in re.findall(r"\d+", match.group(1))]
+        if re.search(r"[–-]", match.group(1)) and len(numbers) == 2 and numbers[0] <= numbers[1]:
+            numbers = list(range(numbers[0], numbers[1] + 1))
+        valid = [n for n in numbers if 1 <= n <= self.size]
+        for n in valid:
+            if n not in self.cited:
+                self.cited.append(n)
+        return "".join(f"[{n}]" for n in dict.fromkeys(valid))
+
+    def feed(self, delta: str) -> str:
+        text = self._pending + delta
+        partial = _PARTIAL.search(text)
+        self._pending = text[partial.start():] if partial else ""
+        text = text[: partial.start()] if partial else text
+        return _GROUP.sub(self._fix, text)
+
+    def flush(self) -> str:
+        rest, self._pending = self._pending, ""
+        return _GROUP.sub(self._fix, rest)
+
+
+def clean_citations(text: str, size: int) -> tuple[str, list[int]]:
+    f = CitationFilter(size)
+    out = f.feed(text) + f.flush()
+    return re.sub(r"[ \t]+([.,;:])", r"\1", out), f.cited

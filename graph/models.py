@@ -1,0 +1,90 @@
+"""The pipeline's data types: what is retrieved, concluded and decided, with no behaviour and no clients."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+QueryType = Literal["factual", "exploratory", "deep_dive", "comparative"]
+Language = Literal["nl", "en"]
+Status = Literal["sufficient", "partial", "insufficient"]  # a verdict on the evidence gathered
+
+
+class Evidence(BaseModel):
+    """One retrieved passage; `id` (`collection/doc_id#n`) is stable across calls."""
+
+    id: str
+    collection: str
+    doc_id: str
+    title: str
+    text: str
+    url: str = ""
+    year: int | None = None
+    section: str = ""
+    relevance: float = 0.0
+    summary: bool = False  # a paraphrase, not the official text of the source
+
+
+class Fact(BaseModel):
+    text: str
+    evidence_ids: list[str] = Field(default_factory=list)
+
+
+class Route(BaseModel):
+    query_type: QueryType
+    collections: list[str]
+    reason: str
+    search_query: str = ""  # the question without routing words (collection names, type signals)
+
+
+class ResearchTask(BaseModel):
+    """One unit of research: a query against one collection, optionally condensed by a sub-agent."""
+
+    id: str
+    collection: str
+    query: str
+    label: str
+    condense: bool = True  # comparative sub-agents condense their own facts; factual evidence is summarised once
+    doc_ids: list[str] = Field(default_factory=list)  # exploratory: focus on these documents
+    depth: int = 1  # corrective rounds look further down the ranking
+    limit: int = 6  # passages kept from the search
+    after: str | None = None  # id of a task whose findings this one needs first (runs in a later round)
+
+
+class Verdict(BaseModel):
+    status: Status
+    missing: list[str] = Field(default_factory=list)
+    queries: dict[str, str] = Field(default_factory=dict)  # task id -> refined query
+    judged_by: Literal["coverage", "llm", "rules"] = "rules"
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            calls=self.calls + other.calls,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class Outcome(BaseModel):
+    """What one research sub-agent did with its task: the loop reads coverage and failures from these."""
+
+    task_id: str
+    collection: str
+    facts: int = 0  # facts the sub-agent condensed (0 when its evidence is summarised later)
+    error: str = ""  # the search failed: the collection is not retried and the answer names the gap
