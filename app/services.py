@@ -22,11 +22,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class Services:
     settings: Settings
-    catalog: Catalog
     graph: Any
     context: Context  # the pipeline's clients and configuration; per request, `Context.for_request`
-    cache: Cache
-    fingerprint: str  # configuration + prompt version: part of every cache key
+    cache: Cache  # answers (here) and plans (in the pipeline)
     embedded: Any = None  # docserver.embedded.EmbeddedServer when the reference server runs in-process
 
     @classmethod
@@ -65,7 +63,16 @@ class Services:
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
         context = Context(llm=llm, docs=docs, catalog=catalog, prompts=prompts, config=settings.pipeline, cache=cache,
                           fingerprint=fingerprint)
-        return cls(settings, catalog, build_graph(), context, cache, fingerprint, embedded)
+        return cls(settings, build_graph(), context, cache, embedded)
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.context.catalog
+
+    @property
+    def fingerprint(self) -> str:
+        """Configuration and prompt version: part of every cache key."""
+        return self.context.fingerprint
 
     @property
     def llm(self) -> LLMClient | None:

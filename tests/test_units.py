@@ -132,6 +132,21 @@ def test_settings_contract(monkeypatch: pytest.MonkeyPatch) -> None:
     assert Settings(_env_file=None).task_patterns == ["^a,b", "c"]
 
 
+def test_empty_values_mean_the_default_and_the_old_ping_name_still_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    default = Settings.model_fields
+    monkeypatch.setenv("COLLECTIONS_FILE", "")
+    monkeypatch.setenv("LLM_MODEL", "")
+    settings = Settings(_env_file=None)
+    assert settings.collections_file == default["collections_file"].default
+    assert settings.llm_model == default["llm_model"].default
+    monkeypatch.setenv("KEEPALIVE_S", "2.5")
+    with pytest.warns(FutureWarning, match="SSE_PING_S"):
+        assert Settings(_env_file=None).sse_ping_s == 2.5
+    monkeypatch.setenv("SSE_PING_S", "4")
+    monkeypatch.delenv("KEEPALIVE_S")
+    assert Settings(_env_file=None).sse_ping_s == 4
+
+
 def test_env_example_documents_every_setting() -> None:
     documented = {line.split("=", 1)[0].strip("# ").strip() for line in (ROOT / ".env.example").read_text().splitlines()
                   if "=" in line}
