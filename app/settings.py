@@ -6,9 +6,9 @@ import json
 import warnings
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from graph.config import PipelineConfig
@@ -52,8 +52,8 @@ class Settings(BaseSettings):
     max_messages: int = 200
     max_message_chars: int = 32_000
     rate_limit: str = ""  # e.g. "60/minute" per API key (per client address without a key); empty = off
-    # SSE `: ping` comments on a quiet stream, every this many seconds (KEEPALIVE_S is the old, deprecated name)
-    sse_ping_s: float = Field(5.0, gt=0, validation_alias=AliasChoices("sse_ping_s", "keepalive_s"))
+    sse_ping_s: float = Field(5.0, gt=0)  # SSE `: ping` comments on a quiet stream, every this many seconds
+    keepalive_s: float | None = Field(None, gt=0, exclude=True)  # the old name of SSE_PING_S (deprecated)
     # An idle client connection stays open this long. Longer than clients keep idle connections (aiohttp, which
     # Open WebUI uses: 15 s; httpx: 5 s), so the client closes first; a server that closes first races a client
     # reusing the connection at that moment, and the client gets a dropped request (uvicorn's default is 5 s).
@@ -99,13 +99,15 @@ class Settings(BaseSettings):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
 
-    @model_validator(mode="before")
-    @classmethod
-    def _deprecated_names(cls, values: Any) -> Any:
-        if isinstance(values, dict) and any(key.lower() == "keepalive_s" for key in values):
-            warnings.warn("KEEPALIVE_S is deprecated: it is the SSE ping interval, now SSE_PING_S",
-                          FutureWarning, stacklevel=2)
-        return values
+    @model_validator(mode="after")
+    def _deprecated_names(self) -> Settings:
+        if self.keepalive_s is not None:
+            # FutureWarning, not DeprecationWarning: Python shows it to the people who run the service
+            warnings.warn("KEEPALIVE_S is deprecated: it is the SSE ping interval, now SSE_PING_S", FutureWarning,
+                          stacklevel=2)
+            if "sse_ping_s" not in self.model_fields_set:
+                self.sse_ping_s = self.keepalive_s
+        return self
 
     @cached_property
     def pipeline(self) -> PipelineConfig:

@@ -142,7 +142,9 @@ def test_empty_values_mean_the_default_and_the_old_ping_name_still_works(monkeyp
     monkeypatch.setenv("KEEPALIVE_S", "2.5")
     with pytest.warns(FutureWarning, match="SSE_PING_S"):
         assert Settings(_env_file=None).sse_ping_s == 2.5
-    monkeypatch.setenv("SSE_PING_S", "4")
+    monkeypatch.setenv("SSE_PING_S", "4")  # the new name wins
+    with pytest.warns(FutureWarning):
+        assert Settings(_env_file=None).sse_ping_s == 4
     monkeypatch.delenv("KEEPALIVE_S")
     assert Settings(_env_file=None).sse_ping_s == 4
 
