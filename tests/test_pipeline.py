@@ -463,3 +463,30 @@ async def test_upstream_failure_names_its_real_cause(fake_llm: FakeLLM, stream: 
         await client.aclose()
     assert "ClientConnectorError" in str(failed.value) and "Timeout" not in str(failed.value)
     assert failed.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("reply", "missing", "queries"),
+    [
+        ('{"status": "partial", "missing": [{"source": "ANVS", "aspect": "x", "query": "ANVS cultuur"}]}',
+         ["ANVS"], {"anvs": "ANVS cultuur"}),
+        ('Hier is mijn oordeel: {"status": "partial", "missing": ["anvs", "Wetten"]} klaar.', ["ANVS"], {}),
+        ('```json\n{"status": "sufficient", "missing": []}\n```', [], {}),
+    ],
+)
+def test_judge_reply_names_only_research_tasks(reply: str, missing: list[str], queries: dict[str, str]) -> None:
+    from graph.nodes.judge import JudgeReply, accept_verdict
+    from graph.structured import read_json
+
+    verdict = accept_verdict(read_json(reply, JudgeReply), [IAEA, ANVS])
+    assert (verdict.missing, verdict.queries, verdict.judged_by) == (missing, queries, "llm")
+
+
+@pytest.mark.parametrize("reply", ["zeker, iaea!", '{"status": "maybe"}', '{"status": "partial", "missing": [{"query": 1}]}',
+                                   '{"status": "partial"'])
+def test_unusable_replies_are_rejected(reply: str) -> None:
+    from graph.nodes.judge import JudgeReply
+    from graph.structured import read_json
+
+    with pytest.raises(ValueError):
+        read_json(reply, JudgeReply)

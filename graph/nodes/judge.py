@@ -33,7 +33,7 @@ class Missing(BaseModel):
 
 class JudgeReply(BaseModel):
     status: Status
-    missing: list[Missing] = Field(default_factory=list)
+    missing: list[Missing | str] = Field(default_factory=list)  # small models often write just the source's name
 
 
 def accept_verdict(reply: JudgeReply, tasks: list[ResearchTask]) -> Verdict:
@@ -41,6 +41,7 @@ def accept_verdict(reply: JudgeReply, tasks: list[ResearchTask]) -> Verdict:
     by_label = {t.label.lower(): t for t in tasks}
     missing, queries = [], {}
     for item in reply.missing:
+        item = Missing(source=item) if isinstance(item, str) else item
         task = by_label.get(item.source.lower())
         if task:
             missing.append(task.label)
