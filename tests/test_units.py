@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import aiohttp
 import httpx
@@ -225,3 +226,19 @@ def test_failure_names_what_went_wrong(exc: BaseException, name: str) -> None:
     from graph.transport import failure_name
 
     assert failure_name(exc) == name
+
+
+def test_offline_task_answers_come_from_the_collections_file() -> None:
+    """Open WebUI's tags and follow-ups offline: the topic and the collections are the deployment's own."""
+    from app.tasks import offline_answer
+    from graph.collections import Catalog, Collection
+
+    catalog = Catalog([Collection(name="kb", display_name="Kennisbank", keywords=["kennisbank"]),
+                       Collection(name="faq", display_name="FAQ"), Collection(name="mail", display_name="Mail")],
+                      {"nl": "Klantenservice", "en": "Customer service"})
+    prompt = "### Task:\n<chat_history>\nUSER: Wat zegt de kennisbank over retouren?\n</chat_history>"
+    assert json.loads(offline_answer("tags_generation", prompt, catalog))["tags"] == ["Klantenservice", "Kennisbank"]
+    follow_ups = json.loads(offline_answer("follow_up_generation", prompt, catalog))["follow_ups"]
+    assert follow_ups == ["Wat zeggen de bronnen van FAQ hierover?", "Wat zeggen de bronnen van Mail hierover?"]
+    untitled = Catalog(catalog.collections)
+    assert json.loads(offline_answer("tags_generation", prompt, untitled))["tags"] == ["Kennisbank"]
