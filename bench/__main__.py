@@ -1,8 +1,9 @@
-"""`python -m bench [--runs 30] [--levels 1,10,50,100,200] [--workers 2] [--smoke] [--out docs]`
+"""`python -m bench [--runs 30] [--levels 1,10,50,100,200] [--workers 2] [--smoke] [--only relay,latency]
+[--out docs/BENCHMARKS.md]`
 
 Runs the service against the fake upstream (300 ms to the first token, 10 ms per token) and the reference
-document server, then writes <out>/BENCHMARKS.md and <out>/bench/*.png. A benchmark, not a test: nothing
-here fails on a slow number; the report marks each target ✅ or ❌.
+document server, then writes the report (default docs/BENCHMARKS.md) and its plots (bench/*.png next to it). A
+benchmark, not a test: nothing here fails on a slow number; the report marks each target ✅ or ❌.
 """
 
 from __future__ import annotations
@@ -34,15 +35,32 @@ from bench.harness import (
 from bench.report import write_report
 
 
+def _parts(value: str) -> list[str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(PARTS))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown part(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(PARTS)}"
+        )
+    return [name for name in PARTS if name in names]
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
-    parser.add_argument("--runs", type=int, default=30, help="runs per query type (default: %(default)s)")
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="parts for --only, in the order a run takes them:\n"
+                                     + "\n".join(f"  {name:8} {part.__doc__}" for name, part in PARTS.items()))
+    parser.add_argument("--runs", type=int, default=30,
+                        help="runs per query type, one at a time (sections 1, 2, 4, 8) (default: %(default)s)")
     parser.add_argument("--levels", default="1,10,50,100,200", help="concurrency levels (default: %(default)s)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny run (2 runs per type, levels 1,5, no Redis) to check the harness end to end")
     parser.add_argument("--workers", type=int, default=2,
                         help="also sweep a service with this many worker processes; 1 = skip (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs", help="report folder (default: docs/)")
+    parser.add_argument("--only", type=_parts, default=list(PARTS), metavar="PART[,PART...]",
+                        help="run only these parts (below), e.g. relay,latency for a quick before/after pair")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md",
+                        help="the report; its plots go to bench/ in the same folder (default: docs/BENCHMARKS.md)")
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",") if x.strip()]
     if args.smoke:
@@ -81,56 +99,96 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "mcp_calls": 5 if smoke else 50,
         "cache_hits": 3 if smoke else 30,
         "cache_misses": 1 if smoke else 10,
+        "relay_streams": scenarios.RELAY_STREAMS,
+        "relay_rounds": 1 if smoke else max(1, args.runs // 3),
     }
-    redis = not smoke and shutil.which("redis-server") is not None
-    data: dict[str, Any] = {"meta": {**sizes, "runs": args.runs, "levels": args.levels, "smoke": smoke}}
-    if not redis:
-        data["meta"]["redis_note"] = ("Redis: skipped (smoke run)." if smoke
-                                      else "Redis: skipped, `redis-server` is not installed.")
+    partial = args.only if args.only != list(PARTS) else None
+    meta = {**sizes, "runs": args.runs, "levels": args.levels, "smoke": smoke, "only": partial}
+    data: dict[str, Any] = {"meta": meta}
     # The smoke run checks the plumbing, not the numbers: a 10x faster fake upstream keeps it short.
     upstream = start_upstream(work, TTFT_S / 10, TOKEN_DELAY_S / 10) if smoke else start_upstream(work)
     data["meta"].update(ttft_s=upstream.ttft_s, token_delay_s=upstream.token_delay_s, **reply_sizes())
     docserver, docserver_base = start_docserver(work)
     lab = scenarios.Lab(upstream, docserver_base, work, docserver_proc=docserver)
     try:
-        # shared cores first: a service's overhead grows a little with its age, so this order does not flatter
-        # the pinned figures the targets are judged on
-        with section(data, "Latency per query type, cores shared with the client (section 2)"):
-            proc, base = lab.service("service-parallel")
-            data["latency_shared"] = await scenarios.latency_by_type(lab, base, sizes["shared_runs"], not smoke)
-        with section(data, "Latency per query type (sections 1, 2, 4)"), lab.isolated(proc) as split:
-            data["meta"]["cpu_split"] = split
-            data["latency"] = await scenarios.latency_by_type(lab, base, args.runs, warm_up=False)
-        with section(data, "Comparative, parallel (section 3)"), lab.isolated(proc):
-            parallel = await scenarios.comparative_runs(lab, base, sizes["speedup_runs"], "parallel", not smoke)
-        lab.stop(proc)
-        with section(data, "Comparative, sequential (section 3)"):
-            proc, base = lab.service("service-sequential", RESEARCH_CONCURRENCY=1)
-            with lab.isolated(proc):
-                sequential = await scenarios.comparative_runs(lab, base, sizes["speedup_runs"], "sequential", not smoke)
-            lab.stop(proc)
-        data["speedup"] = {"parallel": parallel, "sequential": sequential}
-        with section(data, "MCP session reuse (section 6)"):
-            data["mcp"] = await scenarios.mcp_sessions(lab, sizes["mcp_calls"])
-        with section(data, "Response cache (section 7)"):
-            data["cache"] = await scenarios.response_cache(lab, sizes["cache_hits"], sizes["cache_misses"], redis)
-        sweeps = [("sweep", "Concurrency sweep, fresh service (section 5)", 1)]
-        if args.workers > 1:
-            sweeps.append(("sweep_workers", f"Concurrency sweep, {args.workers} workers (section 5)", args.workers))
-        for key, title, workers in sweeps:
-            with section(data, title):
-                proc, base = lab.service(f"service-{key}", WORKERS=workers)
-                data[key] = await scenarios.concurrency_sweep(
-                    lab, base, proc, args.levels, sizes["sweep_rounds"], sizes["sweep_min"], 0.5 if smoke else 1.5
-                )
-                data[key]["workers"] = workers
-                lab.stop(proc)
+        for part in args.only:  # each part starts (and stops) the services it measures: any subset runs alone
+            await PARTS[part](lab, data, args, sizes)
     finally:
         for proc in list(lab.procs):
             lab.stop(proc)
         docserver.stop()
         upstream.stop()
+    data["meta"]["code"] = lab.code
     return data
+
+
+async def _latency(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """sections 1, 2, 4: latency, overhead and upstream calls per query type"""
+    warm_up = not args.smoke
+    # shared cores first: a service's overhead grows a little with its age, so this order does not flatter
+    # the pinned figures the targets are judged on
+    with section(data, "Latency per query type, cores shared with the client (section 2)"):
+        proc, base = lab.service("service-latency")
+        data["latency_shared"] = await scenarios.latency_by_type(lab, base, sizes["shared_runs"], warm_up)
+    with section(data, "Latency per query type (sections 1, 2, 4)"), lab.isolated(proc) as split:
+        data["meta"]["cpu_split"] = split
+        data["latency"] = await scenarios.latency_by_type(lab, base, args.runs, warm_up=False)
+    lab.stop(proc)
+
+
+async def _speedup(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 3: parallel speedup of comparative questions"""
+    data["speedup"] = {}
+    for label, concurrency in (("parallel", 4), ("sequential", 1)):
+        with section(data, f"Comparative, {label} (section 3)"):
+            proc, base = lab.service(f"service-{label}", RESEARCH_CONCURRENCY=concurrency)
+            with lab.isolated(proc):
+                data["speedup"][label] = await scenarios.comparative_runs(
+                    lab, base, sizes["speedup_runs"], label, not args.smoke
+                )
+            lab.stop(proc)
+
+
+async def _relay(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 8: service CPU per streamed request vs the bare relay"""
+    with section(data, "Service CPU per streamed request vs the bare relay (section 8)"):
+        data["relay"] = await scenarios.cpu_vs_relay(lab, args.runs, sizes["relay_streams"], sizes["relay_rounds"])
+    data["meta"]["cpu_split"] = data["relay"].pop("cpu_split")  # the same split as the latency part's
+
+
+async def _mcp(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 6: MCP session reuse"""
+    with section(data, "MCP session reuse (section 6)"):
+        data["mcp"] = await scenarios.mcp_sessions(lab, sizes["mcp_calls"])
+
+
+async def _cache(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 7: response cache (in memory and in Redis)"""
+    redis = not args.smoke and shutil.which("redis-server") is not None
+    if not redis:
+        data["meta"]["redis_note"] = ("Redis: skipped (smoke run)." if args.smoke
+                                      else "Redis: skipped, `redis-server` is not installed.")
+    with section(data, "Response cache (section 7)"):
+        data["cache"] = await scenarios.response_cache(lab, sizes["cache_hits"], sizes["cache_misses"], redis)
+
+
+async def _sweep(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 5: concurrency sweep (and again with --workers worker processes)"""
+    sweeps = [("sweep", "Concurrency sweep, fresh service (section 5)", 1)]
+    if args.workers > 1:
+        sweeps.append(("sweep_workers", f"Concurrency sweep, {args.workers} workers (section 5)", args.workers))
+    for key, title, workers in sweeps:
+        with section(data, title):
+            proc, base = lab.service(f"service-{key}", WORKERS=workers)
+            data[key] = await scenarios.concurrency_sweep(
+                lab, base, proc, args.levels, sizes["sweep_rounds"], sizes["sweep_min"], 0.5 if args.smoke else 1.5
+            )
+            data[key]["workers"] = workers
+            lab.stop(proc)
+
+
+# --only's names, in the order a run takes them
+PARTS = {"latency": _latency, "speedup": _speedup, "relay": _relay, "mcp": _mcp, "cache": _cache, "sweep": _sweep}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,11 +3,12 @@ interval arithmetic behind the overhead numbers.
 
 Topology (one machine, loopback HTTP everywhere):
 
-* the service: a subprocess (`python -m app serve`), so its resident memory and CPU time can be read from
-  /proc and nothing of the benchmark runs on its event loop;
+* the service: a subprocess (`python -m app serve`), so its resident memory (/proc) and CPU time (its CPU clock)
+  can be read on their own and nothing of the benchmark runs on its event loop;
 * the reference document server: a subprocess too (`python -m bench.docserver`), with a timer around /mcp;
 * the fake upstream LLM (`tests/fakes/fake_llm.py`): a subprocess too (`python -m bench.upstream`), which hands
   over its per-call timings over HTTP, so that it does not share an interpreter lock with the client;
+* the bare relay (`python -m bench.relay`, section 8 only): a subprocess too, the service's anchor for CPU;
 * the client: the benchmark's own process, one asyncio loop (httpx, raw SSE parsing).
 
 Every timestamp is `time.perf_counter()`, which on Linux is CLOCK_MONOTONIC and therefore comparable
@@ -37,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TTFT_S = 0.300  # the fake upstream's time to first token
 TOKEN_DELAY_S = 0.010  # and between tokens
 MODEL = "neo-nl-agent"
+LLM_MAX_CONCURRENCY = 512  # the service's upstream cap and pool size in the benchmark, and the relay's
 
 # ---------------------------------------------------------------------------------------------- numbers
 
@@ -78,12 +80,13 @@ def free_port() -> int:
 
 # Marker phrases of the prompt templates (prompts/nl/*.md), most specific first: decompose, condense, judge
 # and route prompts also contain the summarize marker "Antwoord uitsluitend met JSON".
+ANSWER_MARKER = "Je bent NEO NL"  # the answer's system prompt; the bare relay sends it as its system message
 CALL_KINDS = (
     ("decompose", "Splits de vraag op in deelvragen"),
     ("condense", "Je bent een onderzoeksagent"),
     ("judge", "Beoordeel of de kernfeiten"),
     ("route", "Classificeer de vraag"),
-    ("answer", "Je bent NEO NL"),
+    ("answer", ANSWER_MARKER),
     ("summarize", "Antwoord uitsluitend met JSON"),
 )
 
@@ -134,7 +137,7 @@ def script_fake(fake: FakeLLM) -> FakeLLM:
     fake.when_contains("Je bent een onderzoeksagent", Reply(text=AGENT_FACTS))
     fake.when_contains("Beoordeel of de kernfeiten", Reply(text='{"status": "sufficient", "missing": []}'))
     fake.when_contains("Classificeer de vraag", Reply(text='{"query_type": "factual", "collections": ["anvs"]}'))
-    fake.when_contains("Je bent NEO NL", Reply(text=ANSWER))
+    fake.when_contains(ANSWER_MARKER, Reply(text=ANSWER))
     fake.when_contains("Antwoord uitsluitend met JSON", Reply(text=FACTS))
     return fake
 
@@ -220,8 +223,8 @@ class Proc:
         for pid in self.pids():
             try:
                 total += process_cpu_s(pid)
-            except (FileNotFoundError, ProcessLookupError, IndexError):
-                pass  # exited and reaped
+            except ProcessLookupError:
+                pass  # exited
         self._cpu = max(self._cpu, total)
         return self._cpu
 
@@ -267,9 +270,20 @@ def set_cpus(pids: Iterable[int], cpus: set[int]) -> None:
 
 
 def process_cpu_s(pid: int | str = "self") -> float:
-    """User + system CPU seconds of a process, from /proc/<pid>/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a process, every thread included (ended ones too), to the nanosecond: the
+    kernel's CPU clock of the process. /proc/<pid>/stat counts in clock ticks (10 ms), too coarse for the CPU of
+    one request. Raises ProcessLookupError once the process is gone."""
+    if pid == "self":
+        return time.process_time()
+    try:
+        return time.clock_gettime(_process_cpu_clock(int(pid)))
+    except OSError as exc:  # EINVAL: no such process (any more)
+        raise ProcessLookupError(pid) from exc
+
+
+def _process_cpu_clock(pid: int) -> int:
+    """clock_getcpuclockid(3) as glibc computes it (Linux): CPUCLOCK_SCHED (2) of the whole process."""
+    return (~pid << 3) | 2
 
 
 def own_cpu_s() -> float:
@@ -347,13 +361,24 @@ def start_upstream(work: Path, ttft_s: float = TTFT_S, token_delay_s: float = TO
     return Upstream(proc, base, ttft_s, token_delay_s)
 
 
+def start_relay(work: Path, llm_url: str) -> tuple[Proc, str]:
+    """The bare relay (`python -m bench.relay`) in front of the fake upstream; returns (proc, base URL)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "bench.relay", "--port", str(port), "--llm-url", llm_url,
+           "--max-concurrency", str(LLM_MAX_CONCURRENCY)]
+    proc = Proc("relay", cmd, _child_env({}), ROOT, work)
+    base = f"http://127.0.0.1:{port}"
+    proc.wait_http(base + "/v1/chat/completions", ok=(405,))  # its only route, which is POST: up and routing
+    return proc, base
+
+
 def start_service(work: Path, name: str, *, llm_url: str, mcp_url: str, **settings: object) -> tuple[Proc, str]:
     """`python -m app serve` with explicit settings (env vars), started in an empty folder so that no
     `.env` file changes them. Returns (proc, base URL) once /health/ready says the LLM and MCP answer."""
     port = free_port()
     values: dict[str, object] = {
         "HOST": "127.0.0.1", "PORT": port, "LLM_BASE_URL": llm_url, "LLM_MODEL": "big", "LLM_FAST_MODEL": "small",
-        "MCP_SERVER_URL": mcp_url, "LLM_MAX_CONCURRENCY": 512, "RESEARCH_CONCURRENCY": 4,
+        "MCP_SERVER_URL": mcp_url, "LLM_MAX_CONCURRENCY": LLM_MAX_CONCURRENCY, "RESEARCH_CONCURRENCY": 4,
         "RESPONSE_CACHE": "false", "REDIS_URL": "", "LOG_LEVEL": "WARNING",
     }
     values.update({k.upper(): v for k, v in settings.items()})
@@ -364,6 +389,29 @@ def start_service(work: Path, name: str, *, llm_url: str, mcp_url: str, **settin
     base = f"http://127.0.0.1:{port}"
     proc.wait_http(base + "/health/ready")
     return proc, base
+
+
+def imported_from(proc: Proc, package: str = "graph") -> Path:
+    """The folder `import <package>` resolves to in `proc` (which does not log it): a fresh interpreter started
+    with the process's own executable, environment and working directory, read from /proc."""
+    root = Path(f"/proc/{proc.pid}")
+    executable = (root / "cmdline").read_bytes().split(b"\0")[0].decode()
+    env = dict(item.split("=", 1) for item in (root / "environ").read_bytes().decode().split("\0") if "=" in item)
+    out = subprocess.run([executable, "-c", f"import {package}; print({package}.__file__)"], env=env,
+                         cwd=os.readlink(root / "cwd"), capture_output=True, text=True, check=True)
+    return Path(out.stdout.strip()).parent
+
+
+def describe_tree(package_dir: Path) -> str:
+    """`<folder> (commit <sha>[, with uncommitted changes])`: which code a report measured. The benchmark's own
+    files, its tests and docs do not count as changes."""
+    git = ["git", "--no-optional-locks", "-C", str(package_dir.parent)]  # read only: no index refresh
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not commit:
+        return str(package_dir)
+    status = [*git, "status", "--porcelain", "--", ".", ":(exclude)bench", ":(exclude)docs", ":(exclude)tests"]
+    dirty = subprocess.run(status, capture_output=True, text=True).stdout.strip()
+    return f"{package_dir} (commit {commit}{', with uncommitted changes' if dirty else ''})"
 
 
 def start_redis(work: Path) -> tuple[Proc, str]:

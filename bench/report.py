@@ -15,7 +15,7 @@ from typing import Any
 
 from app.settings import Settings
 from bench.harness import percentile
-from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, Measured
+from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, RELAY, SETTLE_S, CpuTally, Measured
 
 
 def _default(name: str) -> Any:
@@ -29,9 +29,9 @@ TARGETS = {
     "ttfb_ms": 50.0,
     "answer_excess_ms": 30.0,
     "overhead_ms": 15.0,
+    "relay_ratio": 1.3,  # service CPU per streamed request / the bare relay's (factual, sequential)
     "speedup_4": 3.3,
     "sweep_level": 100,
-    "p95_ratio": 1.5,
     "lag_ms": 100.0,
     "rss_mb": 400.0,
     "cache_hit_ms": 20.0,
@@ -49,8 +49,10 @@ SECTIONS = (
     "## 5. Concurrency sweep",
     "## 6. MCP session reuse",
     "## 7. Response cache",
+    "## 8. Service CPU per streamed request vs a bare relay",
     "## What the numbers show",
 )
+RELAY_ROW = "Service CPU per streamed request vs bare relay"  # the headline row of section 8
 
 
 def ms(seconds: float, digits: int = 1) -> str:
@@ -89,42 +91,66 @@ def by_type(runs: list[Measured]) -> dict[str, list[Measured]]:
 
 
 def judgements(data: dict[str, Any]) -> dict[str, Any]:
-    """Every target with its measured value and verdict (None = not measured in this run)."""
-    groups = by_type(data["latency"])
-    out: dict[str, Any] = {}
-    out["ttfb"] = {k: p((r.ttfb for r in v), 50) for k, v in groups.items()}
-    out["excess"] = {k: p((r.answer_excess for r in v), 50) for k, v in groups.items()}
-    out["overhead"] = {k: p((r.overhead for r in v), 50) for k, v in groups.items()}
-    par, seq = data["speedup"]["parallel"], data["speedup"]["sequential"]
-    out["speedup"] = {
-        n: {
-            "research": p((r.research for r in seq[n] if r.ok), 50) / p((r.research for r in par[n] if r.ok), 50),
-            "total": p((r.total for r in seq[n] if r.ok), 50) / p((r.total for r in par[n] if r.ok), 50),
-        }
-        for n in COMPARATIVE_BY_COLLECTIONS
-    }
-    out["single_p50"], out["sweep_row"] = sweep_points(data["sweep"])
-    cache = data["cache"]
-    out["cache_hit"] = {b: p(v["hit"], 50) for b, v in cache.items()}
+    """Every target of the parts that ran, with its measured value and verdict (None = not measured)."""
+    out: dict[str, Any] = {"checks": []}
     t = TARGETS
-    out["checks"] = [
-        ("Time to first byte, p50 (every query type)", f"≤ {t['ttfb_ms']:.0f} ms",
-         f"{worst(out['ttfb']) * 1000:.1f} ms (worst type)", worst(out["ttfb"]) * 1000 <= t["ttfb_ms"]),
-        (f"First answer token − (answer call start + {data['meta']['ttft_s'] * 1000:.0f} ms), p50", f"≤ {t['answer_excess_ms']:.0f} ms",
-         f"{worst(out['excess']) * 1000:.1f} ms (worst type)", worst(out["excess"]) * 1000 <= t["answer_excess_ms"]),
-        ("Orchestration overhead, p50 (every query type)", f"≤ {t['overhead_ms']:.0f} ms",
-         f"{worst(out['overhead']) * 1000:.1f} ms (worst type)", worst(out["overhead"]) * 1000 <= t["overhead_ms"]),
-        ("Parallel speedup over 4 collections (research phase)", f"≥ {t['speedup_4']}x",
-         f"{out['speedup'][4]['research']:.2f}x (end to end {out['speedup'][4]['total']:.2f}x)",
-         out["speedup"][4]["research"] >= t["speedup_4"]),
-    ]
-    out["checks"] += sweep_checks(data["sweep"], "")
+    if "latency" in data:
+        groups = by_type(data["latency"])
+        out["ttfb"] = {k: p((r.ttfb for r in v), 50) for k, v in groups.items()}
+        out["excess"] = {k: p((r.answer_excess for r in v), 50) for k, v in groups.items()}
+        out["overhead"] = {k: p((r.overhead for r in v), 50) for k, v in groups.items()}
+        out["checks"] += [
+            ("Time to first byte, p50 (every query type)", f"≤ {t['ttfb_ms']:.0f} ms",
+             f"{worst(out['ttfb']) * 1000:.1f} ms (worst type)", worst(out["ttfb"]) * 1000 <= t["ttfb_ms"]),
+            (f"First answer token − (answer call start + {data['meta']['ttft_s'] * 1000:.0f} ms), p50",
+             f"≤ {t['answer_excess_ms']:.0f} ms", f"{worst(out['excess']) * 1000:.1f} ms (worst type)",
+             worst(out["excess"]) * 1000 <= t["answer_excess_ms"]),
+            ("Orchestration overhead, p50 (every query type)", f"≤ {t['overhead_ms']:.0f} ms",
+             f"{worst(out['overhead']) * 1000:.1f} ms (worst type)", worst(out["overhead"]) * 1000 <= t["overhead_ms"]),
+        ]
+    if "relay" in data:
+        out["relay"] = {part: relay_ratios(data["relay"][part]) for part in ("sequential", "concurrent")}
+        out["checks"].append(relay_check(out["relay"]["sequential"]))
+    if "speedup" in data:
+        par, seq = data["speedup"]["parallel"], data["speedup"]["sequential"]
+        out["speedup"] = {
+            n: {
+                "research": p((r.research for r in seq[n] if r.ok), 50) / p((r.research for r in par[n] if r.ok), 50),
+                "total": p((r.total for r in seq[n] if r.ok), 50) / p((r.total for r in par[n] if r.ok), 50),
+            }
+            for n in COMPARATIVE_BY_COLLECTIONS
+        }
+        out["checks"].append(
+            ("Parallel speedup over 4 collections (research phase)", f"≥ {t['speedup_4']}x",
+             f"{out['speedup'][4]['research']:.2f}x (end to end {out['speedup'][4]['total']:.2f}x)",
+             out["speedup"][4]["research"] >= t["speedup_4"])
+        )
+    if "sweep" in data:
+        out["single_p50"], out["sweep_row"] = sweep_points(data["sweep"])
+        out["checks"] += sweep_checks(data["sweep"], "")
     if data.get("sweep_workers"):
         out["checks"] += sweep_checks(data["sweep_workers"], f", {data['sweep_workers']['workers']} workers")
-    for backend, hit in out["cache_hit"].items():
-        out["checks"].append((f"Cache hit ({backend}), p50", f"< {t['cache_hit_ms']:.0f} ms", f"{hit * 1000:.1f} ms",
-                              hit * 1000 < t["cache_hit_ms"]))
+    if "cache" in data:
+        out["cache_hit"] = {b: p(v["hit"], 50) for b, v in data["cache"].items()}
+        for backend, hit in out["cache_hit"].items():
+            out["checks"].append((f"Cache hit ({backend}), p50", f"< {t['cache_hit_ms']:.0f} ms",
+                                  f"{hit * 1000:.1f} ms", hit * 1000 < t["cache_hit_ms"]))
     return out
+
+
+def relay_ratios(tallies: dict[str, CpuTally]) -> dict[str, float]:
+    """Service CPU per request / the relay's, per query type (NaN where either was not measured)."""
+    relay = tallies[RELAY].per_request
+    return {kind: tallies[kind].per_request / relay if relay > 0 else float("nan") for kind in TYPES}
+
+
+def relay_check(ratios: dict[str, float]) -> tuple[str, str, str, bool | None]:
+    """The headline row: judged on the factual question, with the worst type named alongside."""
+    factual = ratios["factual"]
+    heaviest = max(TYPES, key=lambda kind: -math.inf if math.isnan(ratios[kind]) else ratios[kind])
+    measured = f"{factual:.2f}× factual (worst: {heaviest} {ratios[heaviest]:.2f}×)"
+    verdict = None if math.isnan(factual) else factual <= TARGETS["relay_ratio"]
+    return RELAY_ROW, f"≤ {TARGETS['relay_ratio']}×", measured, verdict
 
 
 def sweep_points(sweep: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
@@ -134,21 +160,17 @@ def sweep_points(sweep: dict[str, Any]) -> tuple[float, dict[str, Any] | None]:
 
 
 def sweep_checks(sweep: dict[str, Any], label: str) -> list[tuple[str, str, str, bool | None]]:
-    """The four targets at TARGETS["sweep_level"] concurrent streams for one sweep (one service configuration);
-    the p95 is compared with that sweep's own single-request p50."""
+    """The three targets at TARGETS["sweep_level"] concurrent streams for one sweep (one service configuration).
+    Its p95 latency has none any more (see `retired_p95`)."""
     t = TARGETS
-    single, at = sweep_points(sweep)
+    at = sweep_points(sweep)[1]
     if at is None:
         return [(f"{t['sweep_level']} concurrent streams{label}: {name}", target, "not run", None)
-                for name, target in (("errors", "0"), ("p95 latency", f"≤ {t['p95_ratio']}x single request"),
-                                     ("event-loop lag", f"≤ {t['lag_ms']:.0f} ms"),
+                for name, target in (("errors", "0"), ("event-loop lag", f"≤ {t['lag_ms']:.0f} ms"),
                                      ("resident memory", f"≤ {t['rss_mb']:.0f} MB"))]
-    ratio = at["p95"] / single
     name = f"{at['level']} concurrent streams{label}"
     return [
         (f"{name}: errors", "0", f"{at['errors']} of {at['requests']}", at["errors"] == 0),
-        (f"{name}: p95 latency", f"≤ {t['p95_ratio']}x single request",
-         f"{at['p95']:.2f} s = {ratio:.2f}x of {single:.2f} s", ratio <= t["p95_ratio"]),
         (f"{name}: event-loop lag (max)", f"≤ {t['lag_ms']:.0f} ms", f"{at['lag_max'] * 1000:.0f} ms",
          at["lag_max"] * 1000 <= t["lag_ms"]),
         (f"{name}: resident memory (peak)", f"≤ {t['rss_mb']:.0f} MB", f"{at['rss_peak_mb']:.0f} MB",
@@ -156,27 +178,21 @@ def sweep_checks(sweep: dict[str, Any], label: str) -> list[tuple[str, str, str,
     ]
 
 
-def cpu_budget(sweep: dict[str, Any]) -> dict[str, float] | None:
-    """What the p95 target asks of the machine at TARGETS["sweep_level"] streams: a closed loop of N clients
-    finishes N requests per (latency), so p95 ≤ k × single needs about N / (k × single) requests/s; each costs
-    the CPU of the service, the document server and the load generator (client + fake upstream), measured."""
-    single, at = sweep_points(sweep)
-    if math.isnan(single) or at is None or not at["requests"]:  # no level-1 run
-        return None
-    per_request = {key: at[f"{key}_cpu_util"] * at["wall_s"] / at["requests"]
-                   for key in ("service", "docserver", "bench")}
-    needed_rps = at["level"] / (TARGETS["p95_ratio"] * single)
-    return {**{f"{k}_ms": v * 1000 for k, v in per_request.items()}, "needed_rps": needed_rps,
-            "needed_cores": needed_rps * sum(per_request.values()),
-            "service_cores": needed_rps * per_request["service"], "measured_rps": at["throughput"]}
+def retired_p95(data: dict[str, Any]) -> str:
+    """Why the sweep's p95 has no target, in one sentence, with this run's load-generator CPU where it is known."""
+    at = sweep_points(data["sweep"])[1]
+    load = f" ({pct(at['bench_cpu_util'])} of a core at {at['level']} streams)" if at else ""
+    return (f"The p95 latency has no target any more (it was “≤ 1.5x single request” at {TARGETS['sweep_level']} "
+            f"streams): on this {data['meta']['nproc']}-CPU machine the load generator, client and fake upstream"
+            f"{load}, runs on the same cores as the service, so the p95 measures the machine as much as the "
+            "service and cannot be measured honestly here.")
 
 
 # ---------------------------------------------------------------------------------------------- plots
 
 
 def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[str]:
-    """Writes the PNGs; returns their names (none when matplotlib is missing)."""
-    ttft_ms, token_ms = data["meta"]["ttft_s"] * 1000, data["meta"]["token_delay_s"] * 1000
+    """Writes the PNGs of the parts that ran; returns their names (none when matplotlib is missing)."""
     try:
         import matplotlib
 
@@ -187,9 +203,20 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
         return []
     folder.mkdir(parents=True, exist_ok=True)
     names = []
-    groups = by_type(data["latency"])
+    for part, name, draw in PLOTS:
+        if part in data:
+            fig = draw(plt, data, judged)
+            fig.tight_layout()
+            fig.savefig(folder / name, dpi=110)
+            plt.close(fig)
+            names.append(name)
+    return names
 
-    # 1. latency percentiles per query type (log scale: 5 ms and 2 s on one axis)
+
+def _plot_latency(plt: Any, data: dict[str, Any], judged: dict[str, Any]) -> Any:
+    """Latency percentiles per query type (log scale: 5 ms and 2 s on one axis)."""
+    ttft_ms, token_ms = data["meta"]["ttft_s"] * 1000, data["meta"]["token_delay_s"] * 1000
+    groups = by_type(data["latency"])
     fig, ax = plt.subplots(figsize=(9, 4.5))
     metrics = [("ttfb", "first byte"), ("first_think", "first think line"), ("first_answer", "first answer token"),
                ("total", "total")]
@@ -205,12 +232,12 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
     ax.set_ylabel("ms (log scale); bar = p50, dash = p95")
     ax.set_title(f"Latency per query type (fake upstream: {ttft_ms:.0f} ms TTFT, {token_ms:g} ms/token)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "latency.png", dpi=110)
-    plt.close(fig)
-    names.append("latency.png")
+    return fig
 
-    # 2. where the orchestration overhead sits
+
+def _plot_overhead(plt: Any, data: dict[str, Any], judged: dict[str, Any]) -> Any:
+    """Where the orchestration overhead sits."""
+    groups = by_type(data["latency"])
     fig, ax = plt.subplots(figsize=(7, 4))
     head = [p((r.head for r in groups[k]), 50) * 1000 for k in TYPES]
     tail = [p((r.tail for r in groups[k]), 50) * 1000 for k in TYPES]
@@ -223,12 +250,11 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
     ax.set_ylabel("ms (p50 per part)")
     ax.set_title("Orchestration overhead = total − union of upstream and MCP waits")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "overhead.png", dpi=110)
-    plt.close(fig)
-    names.append("overhead.png")
+    return fig
 
-    # 3. speedup vs collections
+
+def _plot_speedup(plt: Any, data: dict[str, Any], judged: dict[str, Any]) -> Any:
+    """Research phase and speedup against the number of collections."""
     par, seq = data["speedup"]["parallel"], data["speedup"]["sequential"]
     ns = list(COMPARATIVE_BY_COLLECTIONS)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
@@ -248,20 +274,18 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
     right.set_ylabel("speedup (sequential p50 / parallel p50)")
     right.legend(fontsize=8)
     fig.suptitle("Parallel research sub-agents")
-    fig.tight_layout()
-    fig.savefig(folder / "speedup.png", dpi=110)
-    plt.close(fig)
-    names.append("speedup.png")
+    return fig
 
-    # 4. concurrency sweep
+
+def _plot_concurrency(plt: Any, data: dict[str, Any], judged: dict[str, Any]) -> Any:
+    """The concurrency sweep: throughput, p95 (no target), lag and memory per level."""
     rows = data["sweep"]["levels"]
     levels = [r["level"] for r in rows]
     xs = range(len(levels))
     fig, axes = plt.subplots(2, 2, figsize=(10, 7))
     panels = [
         (axes[0][0], [r["throughput"] for r in rows], "throughput (requests/s)", None),
-        (axes[0][1], [r["p95"] for r in rows], "p95 latency (s); target = 1.5x single-request p50",
-         TARGETS["p95_ratio"] * judged["single_p50"]),
+        (axes[0][1], [r["p95"] for r in rows], "p95 latency (s)", None),
         (axes[1][0], [r["lag_max"] * 1000 for r in rows], "event-loop lag, max (ms)", TARGETS["lag_ms"]),
         (axes[1][1], [r["rss_peak_mb"] for r in rows], "resident memory, peak (MB)", TARGETS["rss_mb"]),
     ]
@@ -280,7 +304,7 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
     for ax, values, label, target in panels:
         ax.plot(xs, values, "o-", color="tab:blue", label="1 worker")
         ax.legend(fontsize=8)
-        if target is not None and not math.isnan(target):
+        if target is not None:
             ax.axhline(target, color="red", linestyle="--", label="target")
             ax.legend(fontsize=8)
         ax.set_ylim(bottom=0)
@@ -288,16 +312,14 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
         ax.set_xlabel("concurrent streaming requests")
         ax.set_title(label, fontsize=10)
     fig.suptitle("Concurrency sweep (factual question, distinct per request)")
-    fig.tight_layout()
-    fig.savefig(folder / "concurrency.png", dpi=110)
-    plt.close(fig)
-    names.append("concurrency.png")
+    return fig
 
-    # 5. cache hit vs miss
-    cache = data["cache"]
+
+def _plot_cache(plt: Any, data: dict[str, Any], judged: dict[str, Any]) -> Any:
+    """Cache hit vs miss per backend."""
     fig, ax = plt.subplots(figsize=(7, 4))
     labels, p50s, p95s = [], [], []
-    for backend, values in cache.items():
+    for backend, values in data["cache"].items():
         for kind in ("miss", "hit"):
             labels.append(f"{backend}\n{kind}")
             p50s.append(p(values[kind], 50) * 1000)
@@ -310,26 +332,29 @@ def plots(data: dict[str, Any], judged: dict[str, Any], folder: Path) -> list[st
     ax.set_ylabel("ms to [DONE] (log scale); bar = p50")
     ax.set_title("Response cache: repeated question vs. new question")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(folder / "cache.png", dpi=110)
-    plt.close(fig)
-    names.append("cache.png")
-    return names
+    return fig
+
+
+# (the part whose data it needs, file name, drawer), in the report's order
+PLOTS = [("latency", "latency.png", _plot_latency), ("latency", "overhead.png", _plot_overhead),
+         ("speedup", "speedup.png", _plot_speedup), ("sweep", "concurrency.png", _plot_concurrency),
+         ("cache", "cache.png", _plot_cache)]
 
 
 # --------------------------------------------------------------------------------------------- markdown
 
 
 def _cpu_split_line(meta: dict[str, Any]) -> str:
-    split = meta.get("cpu_split")
+    split = meta.get("cpu_split")  # the same split in every pinned part
     if not split:
         return "- Cores: every process may run on every core (the machine has one, or the split was not made)."
-    return (f"- Cores: in sections 1–4 the service runs on CPU {', '.join(map(str, split['service']))} alone and the "
-            f"client and both fakes on CPU {', '.join(map(str, split['harness']))} (`sched_setaffinity`), as if the "
-            "client were on another machine: on shared cores every chunk the service sends wakes the client, which "
-            "the scheduler often runs on the service's core, in the middle of the service's request. One request "
-            "needs one core (one event loop). Section 2 also shows the overhead with all processes on all cores; "
-            "sections 5–7 always share them.")
+    return (f"- Cores: in sections 1–4 and in the sequential part of section 8 the service (or the bare relay) runs "
+            f"on CPU {', '.join(map(str, split['service']))} alone and the client and both fakes on CPU "
+            f"{', '.join(map(str, split['harness']))} (`sched_setaffinity`), as if the client were on another machine: "
+            "on shared cores every chunk the service sends wakes the client, which the scheduler often runs on the "
+            "service's core, in the middle of the service's request. One request needs one core (one event loop). "
+            "Section 2 also shows the overhead with all processes on all cores; sections 5–7 and the concurrent part "
+            "of section 8 always share them.")
 
 
 def _meta_section(meta: dict[str, Any]) -> str:
@@ -337,8 +362,11 @@ def _meta_section(meta: dict[str, Any]) -> str:
     return "\n".join([
         "## How it was run",
         "",
-        f"`{meta['command']}` on {meta['date']}; the whole run took {meta['duration_s'] / 60:.1f} min.",
+        f"`{meta['command']}` on {meta['date']}; the whole run took {meta['duration_s'] / 60:.1f} min."
+        + (f" Only some parts ran (`--only {','.join(meta['only'])}`); the other sections are missing."
+           if meta["only"] else ""),
         "",
+        f"- Code under test: the service (and the bare relay's upstream client) import `graph` from {meta['code']}.",
         f"- Machine: {meta['nproc']} CPUs (`nproc`), {meta['cpu']}, {meta['memory']}; {meta['platform']}",
         f"- Python {meta['python']}",
         f"- Upstream: the scripted fake (`tests/fakes/fake_llm.py`) with {meta['ttft_s'] * 1000:.0f} ms to the first "
@@ -351,8 +379,8 @@ def _meta_section(meta: dict[str, Any]) -> str:
         "in an empty folder so no `.env` applies); the reference document server (bundled corpus only) as a second "
         "subprocess (`python -m bench.docserver`) wrapped in a timer that records every POST /mcp; the fake "
         "upstream as a third (`python -m bench.upstream`, uvicorn with httptools on uvloop), which hands over its "
-        "per-call timings over HTTP; the client (httpx, raw SSE parsing) in the benchmark process itself, so no two "
-        "of them share an interpreter lock. "
+        "per-call timings over HTTP; in section 8 the bare relay as a fourth (`python -m bench.relay`); the client "
+        "(httpx, raw SSE parsing) in the benchmark process itself, so no two of them share an interpreter lock. "
         "All timestamps are `time.perf_counter()` (CLOCK_MONOTONIC, shared by the processes).",
         "- Service settings: `LLM_MAX_CONCURRENCY=512`, `RESEARCH_CONCURRENCY=4` (1 for the sequential runs), "
         "`RESPONSE_CACHE=false` except in section 7, `LOG_LEVEL=WARNING`, everything else default "
@@ -364,7 +392,9 @@ def _meta_section(meta: dict[str, Any]) -> str:
         "so no run reuses an earlier run's decomposition. The question text is the seed question.",
         f"- Runs: {meta['runs']} per query type (sections 1, 2, 4); {meta['speedup_runs']} per configuration in "
         f"section 3; concurrency levels {', '.join(map(str, meta['levels']))}; {meta['mcp_calls']} MCP calls per "
-        f"variant; {meta['cache_hits']} cache hits per backend."
+        f"variant; {meta['cache_hits']} cache hits per backend; in section 8 {meta['runs']} per query type one at "
+        f"a time (each followed by one through the relay), {meta['relay_streams'] * meta['relay_rounds']} per query "
+        f"type and through the relay at {meta['relay_streams']} concurrent streams."
         + (" **Smoke run: too few samples to mean anything.**" if meta["smoke"] else ""),
         "",
         "The machine may be shared. Per part of the run: its duration and the CPU that other processes used "
@@ -562,7 +592,8 @@ def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
         f"Single request (level 1) p50: {single:.2f} s. `neo_event_loop_lag_max_seconds` after the sweep: "
         f"{(sweep.get('lag_max_since_start') or float('nan')) * 1000:.0f} ms.",
         "",
-        "Where the CPU went while each level ran (from /proc; 100% = one core busy for the whole level; the "
+        "Where the CPU went while each level ran (each process's CPU clock, the machine's /proc/stat; 100% = one "
+        "core busy for the whole level; the "
         f"machine has {data['meta']['nproc']}). \"Other\" is the machine's busy time (steal included) minus the "
         "four benchmark processes: other load on the machine, which makes a level's numbers worse than the "
         "service alone would. The fake upstream's real time to first token (configured: "
@@ -594,6 +625,8 @@ def _sweep_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
         + ("" if at else " (that level was not part of this run)") + ":",
         "",
         table(["check", "target", "measured", ""], [[c[0], c[1], c[2], mark(c[3])] for c in checks]),
+        "",
+        retired_p95(data),
         "",
         "![concurrency sweep](bench/concurrency.png)",
     ]
@@ -651,138 +684,73 @@ def _cache_section(data: dict[str, Any]) -> str:
     ])
 
 
+def _relay_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
+    relay, ratios, meta = data["relay"], judged["relay"], data["meta"]
+    streams, split = relay["streams"], meta.get("cpu_split")
+    rows = []
+    for key in (RELAY, *TYPES):
+        row: list[Any] = ["bare relay" if key == RELAY else key]
+        for part in ("sequential", "concurrent"):
+            tally = relay[part][key]
+            ratio = "1.00×" if key == RELAY else f"{ratios[part][key]:.2f}×"
+            row += [tally.requests, ms(tally.per_request, 2), ratio]
+        row.append(f"{relay['sequential'][key].failed} / {relay['concurrent'][key].failed}")
+        row.append("" if key == RELAY else mark(ratios["sequential"][key] <= TARGETS["relay_ratio"]))
+        rows.append(row)
+    alone = f"alone on CPU {', '.join(map(str, split['service']))}" if split else "(one core: not pinned)"
+    n_conc = relay["concurrent"][RELAY].requests
+    return "\n".join([
+        "## 8. Service CPU per streamed request vs a bare relay",
+        "",
+        "What one streamed request costs the service in CPU, as a multiple of the least a streaming endpoint on "
+        "the same stack costs: the bare relay (`bench/relay.py`: FastAPI and sse-starlette on uvicorn, and the "
+        "service's own upstream client `graph.llm.LLMClient`) makes one upstream call with the user's message and "
+        f"forwards each of the scripted answer's {meta['answer_tokens']} tokens as one chunk, then a finish chunk "
+        "and `[DONE]`. The service streams the same answer and does everything else besides (routing, searches, "
+        "summaries, the think block, citations and sources, usage), so the ratio is the price of the pipeline and "
+        "the protocol on top of relaying the answer.",
+        "",
+        "CPU = user + system time of the measured process and its children (the kernel's per-process CPU clock, "
+        f"to the nanosecond), from just before a request is sent until {SETTLE_S * 1000:.0f} ms after its "
+        "`[DONE]`; the benchmark's own process, the fakes and the document server are not counted. A fresh "
+        f"service and the relay, both warmed up. One at a time: the measured process {alone} (as in sections "
+        f"1–4), {meta['runs']} requests per query type round-robin, each followed by the same question through the "
+        f"relay ({relay['sequential'][RELAY].requests} in all), so that both meet the same conditions. {streams} "
+        f"streams: a closed loop of {streams} clients on shared cores, {relay['concurrent']['factual'].requests} "
+        f"requests per query type one type after the other and {n_conc} through the relay with the factual question "
+        "(half before the service's, half after), each block after one uncounted wave. Failed = not a complete, "
+        "undegraded answer (relay: not exactly the scripted answer).",
+        "",
+        table(["", "one at a time: requests", "CPU / request (ms)", "× relay", f"{streams} streams: requests",
+               "CPU / request (ms)", "× relay", "failed (one at a time / streams)",
+               f"≤ {TARGETS['relay_ratio']}× one at a time"], rows),
+        "",
+        f"The headline takes the factual question, one at a time: {ratios['sequential']['factual']:.2f}× "
+        f"(goal ≤ {TARGETS['relay_ratio']}×).",
+    ])
+
+
 def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
-    """Data-driven observations: each sentence is computed from this run's numbers."""
-    groups = by_type(data["latency"])
-    ttft_s = data["meta"]["ttft_s"]
+    """Data-driven observations about the parts that ran: each sentence is computed from this run's numbers."""
     lines = ["## What the numbers show", ""]
-    share = {k: p((r.waits / r.total for r in v), 50) for k, v in groups.items() if v}
-    if share:
+    if "latency" in data:
+        lines += _latency_findings(data, judged)
+    if "relay" in data:
+        lines += _relay_findings(data, judged)
+    if "speedup" in data:
+        s4 = judged["speedup"][4]
         lines.append(
-            f"- **Waiting dominates.** Upstream and document-server waits cover "
-            f"{min(share.values()) * 100:.1f}–{max(share.values()) * 100:.1f}% of a request (p50 per type); "
-            "end-to-end latency is set by the number of sequential upstream calls, not by the service's own work. "
-            f"The think block opens within {worst(judged['ttfb']) * 1000:.0f} ms and the first answer token "
-            f"follows the upstream's first token by {worst(judged['excess']) * 1000:.1f} ms or less (p50)."
+            f"- **Parallel sub-agents work:** over four collections the research phase is {s4['research']:.2f}x "
+            f"faster than with `RESEARCH_CONCURRENCY=1` (ideal 4x); end to end that is {s4['total']:.2f}x, because "
+            "the decomposition and the streamed answer stay sequential."
         )
-    over = judged["overhead"]
-    heaviest = max(over, key=over.get) if over else None
-    if heaviest:
-        g = groups[heaviest]
-        head, tail = p((r.head for r in g), 50), p((r.tail for r in g), 50)
-        verdict = "within" if over[heaviest] * 1000 <= TARGETS["overhead_ms"] else "over"
-        lines.append(
-            f"- **Orchestration overhead** is {min(over.values()) * 1000:.0f}–{over[heaviest] * 1000:.0f} ms p50 per "
-            f"request, {verdict} the {TARGETS['overhead_ms']:.0f} ms target. For {heaviest} questions "
-            f"{head * 1000:.0f} ms pass before the first wait starts (routing, graph start-up, the MCP call's own "
-            f"client-side work), {tail * 1000:.0f} ms after the last wait ends (answer post-processing, sources), "
-            f"and {(over[heaviest] - head - tail) * 1000:.0f} ms between waits (graph steps between nodes, prompt "
-            "rendering, the gaps between a finished search and the next upstream call)."
-            + _shared_overhead(data)
-        )
-    s4 = judged["speedup"][4]
-    lines.append(
-        f"- **Parallel sub-agents work:** over four collections the research phase is {s4['research']:.2f}x faster "
-        f"than with `RESEARCH_CONCURRENCY=1` (ideal 4x); end to end that is {s4['total']:.2f}x, because the "
-        "decomposition and the streamed answer stay sequential."
-    )
-    calls = {k: statistics.mean(r.usage.get("upstream_calls", 0) for r in v) for k, v in groups.items() if v}
-    if calls:
-        lines.append(
-            "- **Upstream calls:** " + ", ".join(f"{k} {v:.0f}" for k, v in calls.items())
-            + f" per request (earlier designs: factual {EARLIER_CALLS['factual']}, comparative "
-            f"{EARLIER_CALLS['comparative']}). The comparative seed question compares two collections; over four "
-            f"collections it takes {statistics.mean(r.usage.get('upstream_calls', 0) for r in data['speedup']['parallel'][4] if r.ok):.0f}."
-        )
-    rows = data["sweep"]["levels"]
-    if rows:
-        top = max(rows, key=lambda r: r["level"])
-        busiest = max(rows, key=lambda r: r["service_cpu_util"])
-        single = judged["single_p50"]
-        measured = [r["service_cpu_per_request_ms"] for r in rows if r["level"] > 1 and r["errors"] < r["requests"]]
-        cpu_req = statistics.median(measured) if measured else max(rows[0]["service_cpu_per_request_ms"], 1e-9)
-        lines.append(
-            f"- **Under load** the service spends about {cpu_req:.0f} ms of CPU per request; with one worker that is "
-            f"all on one core (one process, one event loop), so it cannot finish more than about "
-            f"{1000 / cpu_req:.0f} requests/s; "
-            f"it reached {busiest['service_cpu_util'] * 100:.0f}% of a core at {busiest['level']} concurrent streams. "
-            f"At {top['level']} concurrent streams p95 was {top['p95']:.2f} s ({top['p95'] / single:.1f}x a single "
-            f"request), the event-loop lag reached {top['lag_max'] * 1000:.0f} ms and memory {top['rss_peak_mb']:.0f} MB, "
-            f"with {top['errors']} errors in {top['requests']} requests."
-        )
-        budget = cpu_budget(data["sweep"])
-        if budget:
-            lines.append(
-                f"- **What the p95 target asks of this machine:** {TARGETS['sweep_level']} clients in a closed loop "
-                f"stay within {TARGETS['p95_ratio']}x of the {single:.2f} s single request only if about "
-                f"{budget['needed_rps']:.0f} requests/s finish (measured: {budget['measured_rps']:.1f}). Each request "
-                f"cost {budget['service_ms']:.0f} ms of CPU in the service, {budget['docserver_ms']:.0f} ms in the "
-                f"document server and {budget['bench_ms']:.0f} ms in the load generator (client and fake upstream), "
-                f"so that rate needs about {budget['needed_cores']:.1f} cores in all, {budget['service_cores']:.1f} "
-                f"of them for the service, on a machine with {data['meta']['nproc']}: the p95 and lag targets at this "
-                "level measure the machine more than the service, and scale with cores (workers) and with the "
-                "service's CPU per request."
-            )
-        workers = data.get("sweep_workers")
-        if workers:
-            one = {r["level"]: r for r in rows}
-            more = {r["level"]: r for r in workers["levels"]}
-            level = TARGETS["sweep_level"] if TARGETS["sweep_level"] in one and TARGETS["sweep_level"] in more \
-                else max(set(one) & set(more), default=None)
-            if level is not None:
-                a, b = one[level], more[level]
-                lines.append(
-                    f"- **{workers['workers']} workers** at {level} concurrent streams: {a['throughput']:.1f} → "
-                    f"{b['throughput']:.1f} requests/s, p95 {a['p95']:.2f} → {b['p95']:.2f} s, event-loop lag "
-                    f"{a['lag_max'] * 1000:.0f} → {b['lag_max'] * 1000:.0f} ms, memory {a['rss_peak_mb']:.0f} → "
-                    f"{b['rss_peak_mb']:.0f} MB; the service then used {b['service_cpu_util'] * 100:.0f}% of a core "
-                    f"(one worker: {a['service_cpu_util'] * 100:.0f}%), the rest of the machine going to the document "
-                    f"server ({b['docserver_cpu_util'] * 100:.0f}%) and the load generator "
-                    f"({b['bench_cpu_util'] * 100:.0f}%)."
-                )
-        noisy = [r for r in rows if r["other_cpu_util"] > NOISY]
-        if noisy:
-            lines.append(
-                "- **Other load on the machine** took "
-                + ", ".join(f"{pct(r['other_cpu_util'])} of a core at level {r['level']}" for r in noisy)
-                + "; those levels' latency and lag are worse than the service alone would cause."
-            )
-        fake_worst = max(rows, key=lambda r: r["fake_ttft_p95"])
-        # the client is one process with one event loop: near a full core, its own queueing delays the requests
-        # it sends and the bytes it reads, and that counts as the service's latency
-        hot = [r["level"] for r in rows if r["client_cpu_util"] > BENCH_HOT]
-        if fake_worst["fake_ttft_p95"] > ttft_s + 0.05:
-            verdict = ("the fake upstream fell behind, so queueing in the load generator is part of the "
-                       "high-concurrency numbers: read them as an upper bound.")
-        elif hot:
-            verdict = (f"above {BENCH_HOT * 100:.0f}% of a core the client's own queueing is part of the numbers, so "
-                       f"read level{'s' if len(hot) > 1 else ''} {', '.join(map(str, hot))} as an upper bound.")
-        else:
-            verdict = "the load generator was not the bottleneck."
-        lines.append(
-            f"- **Harness check:** the fake upstream's own time to first token stayed at "
-            f"{fake_worst['fake_ttft_p95'] * 1000:.0f} ms p95 or less (configured {ttft_s * 1000:.0f} ms); the client "
-            f"used at most {max(r['client_cpu_util'] for r in rows) * 100:.0f}% of a core and the fake upstream "
-            f"{max(r['upstream_cpu_util'] for r in rows) * 100:.0f}%, each a process of its own, on a "
-            f"{data['meta']['nproc']}-CPU machine that also runs the service and the document server; " + verdict
-        )
-    mcp = data["mcp"]
-    if mcp:
-        parts = [f"{mode} {p(v['reused'], 50) * 1000:.1f} ms reused vs {p(v['new'], 50) * 1000:.1f} ms new"
-                 for mode, v in mcp.items()]
-        lines.append("- **MCP sessions:** per `search_collection` call (p50) " + "; ".join(parts) + ". "
-                     "A long-lived session saves the handshake on every call.")
-        if "legacy" in mcp and "auto" in mcp:
-            legacy, auto = p(mcp["legacy"]["reused"], 50), p(mcp["auto"]["reused"], 50)
-            faster = "auto" if auto < legacy else "legacy"
-            lines.append(
-                f"  Against this (stateful, mcp 2.x) reference server `{faster}` is the faster protocol mode on a "
-                f"reused session ({min(legacy, auto) * 1000:.1f} vs {max(legacy, auto) * 1000:.1f} ms)."
-            )
-    cache = data["cache"]
-    if cache:
+    if data.get("sweep", {}).get("levels"):
+        lines += _sweep_findings(data, judged)
+    if data.get("mcp"):
+        lines += _mcp_findings(data["mcp"])
+    if data.get("cache"):
         parts = [f"{b} {p(v['hit'], 50) * 1000:.1f} ms hit vs {p(v['miss'], 50) * 1000:.0f} ms miss"
-                 for b, v in cache.items()]
+                 for b, v in data["cache"].items()]
         lines.append("- **Response cache:** " + "; ".join(parts) + " (p50).")
     disturbed = [m for m in data["meta"].get("sections", []) if m["other_cpu_util"] > NOISY]
     if disturbed:
@@ -795,6 +763,147 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _latency_findings(data: dict[str, Any], judged: dict[str, Any]) -> list[str]:
+    groups = by_type(data["latency"])
+    lines = []
+    share = {k: p((r.waits / r.total for r in v), 50) for k, v in groups.items() if v}
+    if share:
+        lines.append(
+            f"- **Waiting dominates.** Upstream and document-server waits cover "
+            f"{min(share.values()) * 100:.1f}–{max(share.values()) * 100:.1f}% of a request (p50 per type); "
+            "end-to-end latency is set by the number of sequential upstream calls, not by the service's own work. "
+            f"The think block opens within {worst(judged['ttfb']) * 1000:.0f} ms and the first answer token "
+            f"follows the upstream's first token by {worst(judged['excess']) * 1000:.1f} ms or less (p50)."
+        )
+    over = {k: v for k, v in judged["overhead"].items() if not math.isnan(v)}
+    if over:
+        heaviest = max(over, key=lambda kind: over[kind])
+        g = groups[heaviest]
+        head, tail = p((r.head for r in g), 50), p((r.tail for r in g), 50)
+        verdict = "within" if over[heaviest] * 1000 <= TARGETS["overhead_ms"] else "over"
+        lines.append(
+            f"- **Orchestration overhead** is {min(over.values()) * 1000:.0f}–{over[heaviest] * 1000:.0f} ms p50 per "
+            f"request, {verdict} the {TARGETS['overhead_ms']:.0f} ms target. For {heaviest} questions "
+            f"{head * 1000:.0f} ms pass before the first wait starts (routing, graph start-up, the MCP call's own "
+            f"client-side work), {tail * 1000:.0f} ms after the last wait ends (answer post-processing, sources), "
+            f"and {(over[heaviest] - head - tail) * 1000:.0f} ms between waits (graph steps between nodes, prompt "
+            "rendering, the gaps between a finished search and the next upstream call)."
+            + _shared_overhead(data)
+        )
+    calls = {k: statistics.mean(r.usage.get("upstream_calls", 0) for r in v) for k, v in groups.items() if v}
+    if calls:
+        four_runs = data["speedup"]["parallel"][4] if "speedup" in data else []
+        four = [r.usage.get("upstream_calls", 0) for r in four_runs if r.ok]
+        lines.append(
+            "- **Upstream calls:** " + ", ".join(f"{k} {v:.0f}" for k, v in calls.items())
+            + f" per request (earlier designs: factual {EARLIER_CALLS['factual']}, comparative "
+            f"{EARLIER_CALLS['comparative']})."
+            + (f" The comparative seed question compares two collections; over four collections it takes "
+               f"{statistics.mean(four):.0f}." if four else "")
+        )
+    return lines
+
+
+def _relay_findings(data: dict[str, Any], judged: dict[str, Any]) -> list[str]:
+    relay, ratios = data["relay"], judged["relay"]
+
+    def spread(part: str) -> str:
+        per = {kind: relay[part][kind].per_request * 1000 for kind in TYPES}
+        return (f"{min(per.values()):.1f}–{max(per.values()):.1f} ms of CPU per request, "
+                f"{min(ratios[part].values()):.2f}–{max(ratios[part].values()):.2f}× the bare relay's "
+                f"{relay[part][RELAY].per_request * 1000:.1f} ms")
+
+    factual = ratios["sequential"]["factual"]
+    verdict = "within" if factual <= TARGETS["relay_ratio"] else "over"
+    lone = relay["sequential"][RELAY].per_request / relay["concurrent"][RELAY].per_request
+    return [
+        f"- **CPU per streamed request:** one at a time the service spent {spread('sequential')} for the same "
+        f"streamed answer; at {relay['streams']} concurrent streams {spread('concurrent')}. The factual question's "
+        f"{factual:.2f}× is {verdict} the {TARGETS['relay_ratio']}× goal: whatever the service does besides relaying "
+        "the answer (its other upstream calls, the searches, the think block and sources) costs CPU on top. "
+        f"The same relayed answer costs {lone:.1f}× as much CPU one at a time as at {relay['streams']} streams: "
+        f"alone, a process sleeps between two upstream tokens ({data['meta']['token_delay_s'] * 1000:g} ms apart) and "
+        "every token wakes it up cold, so the one-at-a-time figures price wake-ups as much as work."
+    ]
+
+
+def _sweep_findings(data: dict[str, Any], judged: dict[str, Any]) -> list[str]:
+    rows, ttft_s = data["sweep"]["levels"], data["meta"]["ttft_s"]
+    top = max(rows, key=lambda r: r["level"])
+    busiest = max(rows, key=lambda r: r["service_cpu_util"])
+    single = judged["single_p50"]
+    measured = [r["service_cpu_per_request_ms"] for r in rows if r["level"] > 1 and r["errors"] < r["requests"]]
+    cpu_req = statistics.median(measured) if measured else max(rows[0]["service_cpu_per_request_ms"], 1e-9)
+    lines = [
+        f"- **Under load** the service spends about {cpu_req:.0f} ms of CPU per request; with one worker that is "
+        f"all on one core (one process, one event loop), so it cannot finish more than about "
+        f"{1000 / cpu_req:.0f} requests/s; "
+        f"it reached {busiest['service_cpu_util'] * 100:.0f}% of a core at {busiest['level']} concurrent streams. "
+        f"At {top['level']} concurrent streams p95 was {top['p95']:.2f} s ({top['p95'] / single:.1f}x a single "
+        f"request), the event-loop lag reached {top['lag_max'] * 1000:.0f} ms and memory {top['rss_peak_mb']:.0f} MB, "
+        f"with {top['errors']} errors in {top['requests']} requests."
+    ]
+    workers = data.get("sweep_workers")
+    if workers:
+        one = {r["level"]: r for r in rows}
+        more = {r["level"]: r for r in workers["levels"]}
+        level = TARGETS["sweep_level"] if TARGETS["sweep_level"] in one and TARGETS["sweep_level"] in more \
+            else max(set(one) & set(more), default=None)
+        if level is not None:
+            a, b = one[level], more[level]
+            lines.append(
+                f"- **{workers['workers']} workers** at {level} concurrent streams: {a['throughput']:.1f} → "
+                f"{b['throughput']:.1f} requests/s, p95 {a['p95']:.2f} → {b['p95']:.2f} s, event-loop lag "
+                f"{a['lag_max'] * 1000:.0f} → {b['lag_max'] * 1000:.0f} ms, memory {a['rss_peak_mb']:.0f} → "
+                f"{b['rss_peak_mb']:.0f} MB; the service then used {b['service_cpu_util'] * 100:.0f}% of a core "
+                f"(one worker: {a['service_cpu_util'] * 100:.0f}%), the rest of the machine going to the document "
+                f"server ({b['docserver_cpu_util'] * 100:.0f}%) and the load generator "
+                f"({b['bench_cpu_util'] * 100:.0f}%)."
+            )
+    noisy = [r for r in rows if r["other_cpu_util"] > NOISY]
+    if noisy:
+        lines.append(
+            "- **Other load on the machine** took "
+            + ", ".join(f"{pct(r['other_cpu_util'])} of a core at level {r['level']}" for r in noisy)
+            + "; those levels' latency and lag are worse than the service alone would cause."
+        )
+    fake_worst = max(rows, key=lambda r: r["fake_ttft_p95"])
+    # the client is one process with one event loop: near a full core, its own queueing delays the requests
+    # it sends and the bytes it reads, and that counts as the service's latency
+    hot = [r["level"] for r in rows if r["client_cpu_util"] > BENCH_HOT]
+    if fake_worst["fake_ttft_p95"] > ttft_s + 0.05:
+        verdict = ("the fake upstream fell behind, so queueing in the load generator is part of the "
+                   "high-concurrency numbers: read them as an upper bound.")
+    elif hot:
+        verdict = (f"above {BENCH_HOT * 100:.0f}% of a core the client's own queueing is part of the numbers, so "
+                   f"read level{'s' if len(hot) > 1 else ''} {', '.join(map(str, hot))} as an upper bound.")
+    else:
+        verdict = "the load generator was not the bottleneck."
+    lines.append(
+        f"- **Harness check:** the fake upstream's own time to first token stayed at "
+        f"{fake_worst['fake_ttft_p95'] * 1000:.0f} ms p95 or less (configured {ttft_s * 1000:.0f} ms); the client "
+        f"used at most {max(r['client_cpu_util'] for r in rows) * 100:.0f}% of a core and the fake upstream "
+        f"{max(r['upstream_cpu_util'] for r in rows) * 100:.0f}%, each a process of its own, on a "
+        f"{data['meta']['nproc']}-CPU machine that also runs the service and the document server; " + verdict
+    )
+    return lines
+
+
+def _mcp_findings(mcp: dict[str, dict[str, list[float]]]) -> list[str]:
+    parts = [f"{mode} {p(v['reused'], 50) * 1000:.1f} ms reused vs {p(v['new'], 50) * 1000:.1f} ms new"
+             for mode, v in mcp.items()]
+    lines = ["- **MCP sessions:** per `search_collection` call (p50) " + "; ".join(parts) + ". "
+             "A long-lived session saves the handshake on every call."]
+    if "legacy" in mcp and "auto" in mcp:
+        legacy, auto = p(mcp["legacy"]["reused"], 50), p(mcp["auto"]["reused"], 50)
+        faster = "auto" if auto < legacy else "legacy"
+        lines.append(
+            f"  Against this (stateful, mcp 2.x) reference server `{faster}` is the faster protocol mode on a "
+            f"reused session ({min(legacy, auto) * 1000:.1f} vs {max(legacy, auto) * 1000:.1f} ms)."
+        )
+    return lines
+
+
 def _shared_overhead(data: dict[str, Any]) -> str:
     shared = {k: p((r.overhead for r in v), 50) for k, v in by_type(data.get("latency_shared", [])).items() if v}
     if not shared or not data["meta"].get("cpu_split"):
@@ -803,43 +912,33 @@ def _shared_overhead(data: dict[str, Any]) -> str:
             f"{min(shared.values()) * 1000:.0f}–{max(shared.values()) * 1000:.0f} ms (section 2).")
 
 
-def write_report(data: dict[str, Any], out: Path) -> Path:
-    """Writes <out>/BENCHMARKS.md and <out>/bench/*.png; returns the Markdown path."""
-    out.mkdir(parents=True, exist_ok=True)
+def write_report(data: dict[str, Any], path: Path) -> Path:
+    """Writes the Markdown report to `path` and its plots to bench/*.png next to it; returns `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     judged = judgements(data)
-    plots(data, judged, out / "bench")
-    groups = by_type(data["latency"])
+    plots(data, judged, path.parent / "bench")
     headline = table(["target", "goal", "measured", ""], [[c[0], c[1], c[2], mark(c[3])] for c in judged["checks"]])
-    parts = [
-        "# Benchmarks",
-        "",
-        "Generated by `make bench` (`python -m bench`); do not edit by hand. Latency, overhead, parallelism, "
-        "upstream calls, concurrency, MCP sessions and the response cache of the service in LLM mode against a "
-        "fake upstream with fixed latency and the reference document server.",
-        "",
-        _meta_section(data["meta"]),
-        "",
-        "## Headline",
-        "",
-        headline,
-        "",
-        _latency_section(groups, judged, data["meta"]["ttft_s"]),
-        "",
-        _overhead_section(groups, by_type(data.get("latency_shared", []))),
-        "",
-        _speedup_section(data, judged),
-        "",
-        _calls_section(groups),
-        "",
-        _sweep_section(data, judged),
-        "",
-        _mcp_section(data),
-        "",
-        _cache_section(data),
-        "",
-        _findings(data, judged),
-        "",
-    ]
-    path = out / "BENCHMARKS.md"
-    path.write_text("\n".join(parts), "utf-8")
+    sections = [_meta_section(data["meta"]), "## Headline\n\n" + headline]
+    if "latency" in data:
+        groups = by_type(data["latency"])
+        sections += [_latency_section(groups, judged, data["meta"]["ttft_s"]),
+                     _overhead_section(groups, by_type(data["latency_shared"]))]
+    if "speedup" in data:
+        sections.append(_speedup_section(data, judged))
+    if "latency" in data:
+        sections.append(_calls_section(by_type(data["latency"])))
+    if "sweep" in data:
+        sections.append(_sweep_section(data, judged))
+    if "mcp" in data:
+        sections.append(_mcp_section(data))
+    if "cache" in data:
+        sections.append(_cache_section(data))
+    if "relay" in data:
+        sections.append(_relay_section(data, judged))
+    sections.append(_findings(data, judged))
+    intro = ("# Benchmarks\n\nGenerated by `make bench` (`python -m bench`); do not edit by hand. Latency, overhead, "
+             "parallelism, upstream calls, concurrency, MCP sessions, the response cache and the CPU per streamed "
+             "request of the service in LLM mode against a fake upstream with fixed latency and the reference "
+             "document server.")
+    path.write_text("\n\n".join([intro, *sections]) + "\n", "utf-8")
     return path

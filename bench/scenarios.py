@@ -15,7 +15,7 @@ import re
 import statistics
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,13 @@ from typing import Any
 import httpx
 
 from bench.harness import (
+    ANSWER,
     Proc,
     Run,
     Upstream,
     UpstreamCall,
+    describe_tree,
+    imported_from,
     machine_busy_s,
     mcp_intervals,
     new_client,
@@ -36,6 +39,7 @@ from bench.harness import (
     scrape_gauge,
     set_cpus,
     start_redis,
+    start_relay,
     start_service,
     stream_chat,
     union_length,
@@ -69,6 +73,7 @@ class Lab:
     work: Path
     docserver_proc: Proc | None = None
     procs: list[Proc] = field(default_factory=list)
+    code: str | None = None  # where the first service imported `graph` from, for the report
 
     @property
     def mcp_url(self) -> str:
@@ -76,6 +81,12 @@ class Lab:
 
     def service(self, name: str, **settings: object) -> tuple[Proc, str]:
         proc, base = start_service(self.work, name, llm_url=self.upstream.base_url, mcp_url=self.mcp_url, **settings)
+        self.procs.append(proc)
+        self.code = self.code or describe_tree(imported_from(proc))
+        return proc, base
+
+    def relay(self) -> tuple[Proc, str]:
+        proc, base = start_relay(self.work, self.upstream.base_url)
         self.procs.append(proc)
         return proc, base
 
@@ -85,10 +96,10 @@ class Lab:
             self.procs.remove(proc)
 
     @contextlib.contextmanager
-    def isolated(self, service: Proc) -> Iterator[dict[str, list[int]] | None]:
-        """For the single-request sections: the service on a core of its own, this process (the client) and both
-        fakes on the others; afterwards everything may use every core again. Yields the split, or None on a
-        machine with one core.
+    def isolated(self, *measured: Proc) -> Iterator[dict[str, list[int]] | None]:
+        """For the single-request sections: the service (or whatever is `measured`, one request at a time) on a core
+        of its own, this process (the client) and both fakes on the others; afterwards everything may use every
+        core again. Yields the split, or None on a machine with one core.
 
         On two shared cores every chunk the service sends wakes the client, and the scheduler often runs the
         woken client on the service's core: the service then waits its turn in the middle of a request, and the
@@ -100,12 +111,13 @@ class Lab:
             return
         harness = [os.getpid(), self.upstream.proc.pid] + ([self.docserver_proc.pid] if self.docserver_proc else [])
         split = {"service": cpus[-1:], "harness": cpus[:-1]}
-        set_cpus(service.pids(), set(split["service"]))
+        pids = [pid for proc in measured for pid in proc.pids()]
+        set_cpus(pids, set(split["service"]))
         set_cpus(harness, set(split["harness"]))
         try:
             yield split
         finally:
-            set_cpus(service.pids() + harness, set(cpus))
+            set_cpus([pid for proc in measured for pid in proc.pids()] + harness, set(cpus))
 
 
 # ------------------------------------------------------------------------------ per-request analysis
@@ -210,6 +222,129 @@ async def comparative_runs(lab: Lab, base: str, runs: int, label: str, warm_up: 
                 out[n].append(await measure_one(lab, client, base, "comparative", question))
             print(f"  speedup ({label}): round {i + 1}/{runs}", flush=True)
     return out
+
+
+# ------------------------------------------------------------------------ section 8: CPU vs the bare relay
+
+RELAY = "relay"  # the relay's key next to the query types
+RELAY_STREAMS = 10  # concurrent streams in part (b)
+SETTLE_S = 0.05  # after [DONE] a process still closes the stream: CPU of the request that just ended
+
+
+@dataclass
+class CpuTally:
+    """The CPU one process tree spent on some streamed requests (seconds), how many there were, how many failed."""
+
+    requests: int = 0
+    failed: int = 0
+    cpu_s: float = 0.0
+
+    def add(self, cpu_s: float, oks: list[bool]) -> None:
+        self.requests += len(oks)
+        self.failed += oks.count(False)
+        self.cpu_s += cpu_s
+
+    @property
+    def per_request(self) -> float:
+        return self.cpu_s / self.requests if self.requests else float("nan")
+
+
+@dataclass(frozen=True)
+class Streamer:
+    """A process that streams chat completions, and what counts as a good answer from it."""
+
+    proc: Proc
+    base: str
+    ok: Callable[[Run], bool]
+
+
+def relay_ok(run: Run) -> bool:
+    """The relay's stream ended with [DONE] and carried the scripted answer, every token of it."""
+    return run.status == 200 and run.done and run.error is None and run.content == ANSWER
+
+
+def service_ok(run: Run) -> bool:
+    return run.ok and not run.degraded
+
+
+async def _cpu_one(client: httpx.AsyncClient, streamer: Streamer, question: str) -> tuple[float, bool]:
+    before = streamer.proc.cpu_s()
+    run = await stream_chat(client, streamer.base, question, tenant=fresh_tenant())
+    await asyncio.sleep(SETTLE_S)
+    return streamer.proc.cpu_s() - before, streamer.ok(run)
+
+
+async def _warm_up(client: httpx.AsyncClient, streamer: Streamer, questions: Iterable[str]) -> None:
+    """Pooled connections and first-call paths are set up before anything is counted."""
+    for question in questions:
+        await _cpu_one(client, streamer, question)
+
+
+async def cpu_sequential(service: Streamer, relay: Streamer, runs: int) -> dict[str, CpuTally]:
+    """Section 8 (a): one request at a time, `runs` per query type (round-robin) through the service, each followed
+    by the same question through the relay. Paired like this both meet the same conditions (one at a time, CPU per
+    request is mostly wake-ups, which other load on the machine makes dearer), and no pooled connection idles long
+    enough to be closed (the upstream client's expire after 4 s), which would add a reconnect to the next request."""
+    tallies = {RELAY: CpuTally(), **{kind: CpuTally() for kind in QUESTIONS}}
+    async with new_client() as client:
+        await _warm_up(client, service, QUESTIONS.values())
+        await _warm_up(client, relay, QUESTIONS.values())
+        for i in range(runs):
+            for kind, question in QUESTIONS.items():
+                for key, streamer in ((kind, service), (RELAY, relay)):
+                    cpu, ok = await _cpu_one(client, streamer, question)
+                    tallies[key].add(cpu, [ok])
+            print(f"  cpu vs relay, sequential: round {i + 1}/{runs}", flush=True)
+    return tallies
+
+
+async def _cpu_block(streamer: Streamer, question: str, requests: int, streams: int, tally: CpuTally) -> None:
+    """`streams` clients in a closed loop until `requests` are done, after one uncounted wave of `streams`."""
+    todo = iter(range(requests))
+    runs: list[Run] = []
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        for _ in todo:
+            runs.append(await stream_chat(client, streamer.base, question, tenant=fresh_tenant()))
+
+    async with new_client(streams) as client:
+        await asyncio.gather(*(stream_chat(client, streamer.base, question, tenant=fresh_tenant())
+                               for _ in range(streams)))
+        await asyncio.sleep(SETTLE_S)
+        before = streamer.proc.cpu_s()
+        await asyncio.gather(*(worker(client) for _ in range(streams)))
+        await asyncio.sleep(SETTLE_S)
+        tally.add(streamer.proc.cpu_s() - before, [streamer.ok(r) for r in runs])
+
+
+async def cpu_concurrent(service: Streamer, relay: Streamer, streams: int, requests: int) -> dict[str, CpuTally]:
+    """Section 8 (b): `streams` concurrent streams on shared cores, `requests` per query type (one type after the
+    other) through the service and `requests` through the relay, half before the service's and half after."""
+    tallies = {RELAY: CpuTally(), **{kind: CpuTally() for kind in QUESTIONS}}
+    blocks = [(RELAY, relay, QUESTIONS["factual"], requests // 2)]
+    blocks += [(kind, service, question, requests) for kind, question in QUESTIONS.items()]
+    blocks += [(RELAY, relay, QUESTIONS["factual"], requests - requests // 2)]
+    for key, streamer, question, count in blocks:
+        await _cpu_block(streamer, question, count, streams, tallies[key])
+        print(f"  cpu vs relay, {streams} streams: {key} {tallies[key].per_request * 1000:.1f} ms/request", flush=True)
+    return tallies
+
+
+async def cpu_vs_relay(lab: Lab, runs: int, streams: int, rounds: int) -> dict[str, Any]:
+    """Section 8: CPU per streamed request of a fresh service (per query type) and of the bare relay, each read
+    from its own process tree (never the benchmark's own CPU): one request at a time with the measured process on
+    a core of its own, then at `streams` concurrent streams (`streams * rounds` requests each) on shared cores."""
+    proc, base = lab.service("service-cpu")
+    relay_proc, relay_base = lab.relay()
+    service, relay = Streamer(proc, base, service_ok), Streamer(relay_proc, relay_base, relay_ok)
+    try:
+        with lab.isolated(proc, relay_proc) as split:
+            sequential = await cpu_sequential(service, relay, runs)
+        concurrent = await cpu_concurrent(service, relay, streams, streams * rounds)
+    finally:
+        lab.stop(relay_proc)
+        lab.stop(proc)
+    return {"cpu_split": split, "streams": streams, "sequential": sequential, "concurrent": concurrent}
 
 
 def failure(run: Run) -> str:

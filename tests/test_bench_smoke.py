@@ -1,4 +1,5 @@
-"""`python -m bench --smoke` runs end to end and writes its report: every section, every plot.
+"""`python -m bench --smoke` runs end to end and writes its report: every section, every plot; `--only` runs a
+subset and writes only its sections.
 
 No timing assertions: this checks the harness, not the service's speed (a busy 2-core CI machine is fine).
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,18 +17,44 @@ from bench.report import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 PLOTS = ("latency.png", "overhead.png", "speedup.png", "concurrency.png", "cache.png")
+TYPES = ("factual", "comparative", "exploratory", "deep_dive")
+RELAY_SECTION = "## 8. Service CPU per streamed request vs a bare relay"
+# the headline cell: the factual ratio, the worst type's alongside, and a verdict
+RELAY_ROW = re.compile(
+    r"^\| Service CPU per streamed request vs bare relay \| ≤ 1\.3× \| \d+\.\d\d× factual "
+    r"\(worst: (factual|comparative|exploratory|deep_dive) \d+\.\d\d×\) \| (✅|❌) \|$", re.M
+)
 
 
-def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
+def run_bench(out: Path, *args: str) -> str:
     result = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--out", str(tmp_path)],
+        [sys.executable, "-m", "bench", "--smoke", "--out", str(out), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = (tmp_path / "BENCHMARKS.md").read_text("utf-8")
+    return out.read_text("utf-8")
+
+
+def assert_relay_section(report: str, runs: int = 2, streams_requests: int = 10) -> None:
+    assert RELAY_SECTION in report
+    assert RELAY_ROW.search(report), report.split("## Headline", 1)[1][:1500]
+    # the bare relay streamed the scripted answer every time (anything else counts as failed): the fake upstream
+    # answered its one call like the service's answer call
+    cpu, ratio = r"\d+\.\d\d", r"\d+\.\d\d×"
+    paired = runs * len(TYPES)  # one at a time, every service request is followed by one through the relay
+    relay_row = rf"^\| bare relay \| {paired} \| {cpu} \| 1\.00× \| {streams_requests} \| {cpu} \| 1\.00× \| 0 / 0 \|"
+    assert re.search(relay_row, report, re.M)
+    for query_type in TYPES:
+        row = rf"^\| {query_type} \| {runs} \| {cpu} \| {ratio} \| {streams_requests} \| {cpu} \| {ratio} \|"
+        assert re.search(row, report, re.M), query_type
+
+
+def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
+    report = run_bench(tmp_path / "BENCHMARKS.md")
+    assert SECTIONS[-2] == RELAY_SECTION
     for heading in SECTIONS:
         assert heading in report, heading
-    for query_type in ("factual", "comparative", "exploratory", "deep_dive"):
+    for query_type in TYPES:
         assert f"| {query_type} |" in report
     assert "Smoke run" in report
     # the fake upstream's own records came back from its process, one request's calls at a time
@@ -34,11 +62,26 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     assert "### 2 workers (`WORKERS=2`)" in report  # the sweep also ran against a service with two workers
     # single requests ran with the service on a core of its own, and once more on shared cores for comparison
     if len(os.sched_getaffinity(0)) > 1:
-        assert "- Cores: in sections 1–4 the service runs on CPU" in report
+        assert "- Cores: in sections 1–4 and in the sequential part of section 8 the service" in report
     assert "overhead p50, cores shared" in report and "| factual |" in report.split("cores shared", 1)[1]
+    assert_relay_section(report)
+    # the sweep's p95 keeps its numbers but has no target any more, and the report says why
+    assert "The p95 latency has no target any more" in report
+    assert not re.search(r"^\|[^|\n]*p95 latency \|", report, re.M)
+    assert "Orchestration overhead, p50 (every query type) | ≤ 15 ms |" in report
+    assert "- Code under test: " in report and f"{ROOT / 'graph'}" in report
     if importlib.util.find_spec("matplotlib") is None:  # `make test` does not install the eval extra
         return
     for name in PLOTS:
         plot = tmp_path / "bench" / name
         assert plot.is_file() and plot.stat().st_size > 1000, name
         assert f"(bench/{name})" in report
+
+
+def test_bench_only_runs_the_parts_asked_for(tmp_path: Path) -> None:
+    report = run_bench(tmp_path / "relay.md", "--only", "relay")
+    assert "Only some parts ran (`--only relay`)" in report
+    assert_relay_section(report)
+    for heading in SECTIONS[2:-2]:  # sections 1-7
+        assert heading not in report, heading
+    assert "## Headline" in report and "## What the numbers show" in report
