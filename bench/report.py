@@ -181,10 +181,10 @@ def sweep_checks(sweep: dict[str, Any], label: str) -> list[tuple[str, str, str,
 def retired_p95(data: dict[str, Any]) -> str:
     """Why the sweep's p95 has no target, in one sentence, with this run's load-generator CPU where it is known."""
     at = sweep_points(data["sweep"])[1]
-    load = f" ({pct(at['bench_cpu_util'])} of a core at {at['level']} streams)" if at else ""
+    load = f", {pct(at['bench_cpu_util'])} of a core at {at['level']} streams" if at else ""
     return (f"The p95 latency has no target any more (it was “≤ 1.5x single request” at {TARGETS['sweep_level']} "
-            f"streams): on this {data['meta']['nproc']}-CPU machine the load generator, client and fake upstream"
-            f"{load}, runs on the same cores as the service, so the p95 measures the machine as much as the "
+            f"streams): on this {data['meta']['nproc']}-CPU machine the load generator (client and fake upstream"
+            f"{load}) runs on the same cores as the service, so the p95 measures the machine as much as the "
             "service and cannot be measured honestly here.")
 
 
