@@ -60,7 +60,3 @@ def load_catalog(path: Path) -> Catalog:
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
 
-
-def load_collections(path: Path) -> list[Collection]:
-    return load_catalog(path).collections
-

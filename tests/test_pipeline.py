@@ -14,7 +14,7 @@ import pytest
 
 from app.settings import ROOT
 from graph.build import build_graph
-from graph.collections import Catalog, Collection, load_collections
+from graph.collections import Catalog, Collection, load_catalog
 from graph.config import PipelineConfig
 from graph.context import Context
 from graph.events import AnswerDelta, Step, SubAgentStatus, UsageEvent
@@ -27,7 +27,7 @@ from graph.routing import focus_terms, heuristic_route, is_follow_up, standalone
 from graph.runner import run_pipeline, start
 from tests.fakes.fake_llm import FakeLLM, Reply
 
-COLLECTIONS = load_collections(ROOT / "graph" / "collections.json")
+COLLECTIONS = load_catalog(ROOT / "graph" / "collections.json").collections
 ALL = [c.name for c in COLLECTIONS]
 SEED_COMPARATIVE = "Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?"
 

@@ -10,14 +10,14 @@ import httpx
 import pytest
 
 from app.settings import ROOT, Settings
-from graph.collections import load_collections
+from graph.collections import load_catalog
 from graph.language import detect_language
 from graph.ledger import CitationFilter, clean_citations
 from graph.mcp_client import ToolOutput, parse_document_list, to_evidence
 from graph.routing import heuristic_route
 from graph.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
 
-COLLECTIONS = load_collections(ROOT / "graph" / "collections.json")
+COLLECTIONS = load_catalog(ROOT / "graph" / "collections.json").collections
 
 
 @pytest.mark.parametrize(
