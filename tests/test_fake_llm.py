@@ -284,6 +284,8 @@ def test_server_defaults_and_timings() -> None:
             list(client.chat.completions.create(model="", messages=USER, stream=True))
             completion = client.chat.completions.create(model="", messages=USER)
             assert completion.model == "tiny"
+        # the client has its last byte before the server records the request's end
+        assert fake.wait_idle_sync()
         for t in fake.timings:  # recorded in order; the delays themselves are measured by `make bench`
             assert t["start"] <= t["first_token"] <= t["end"]
         assert fake.calls == 2

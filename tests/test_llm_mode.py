@@ -83,6 +83,7 @@ def test_answer_tokens_stream_while_upstream_is_still_generating(llm_service, fa
             seen.setdefault("think", arrived)
         if "woord" in content:
             seen.setdefault("answer", arrived)
+    assert fake_llm.wait_idle_sync()  # the upstream records a request's end after its last byte
     synth = fake_llm.timings[-1]
     # ordering, not speed: the think line came before the upstream's first token, and the first answer
     # token reached the client before the upstream finished its stream
@@ -243,6 +244,7 @@ def test_held_answer_text_is_sent_when_the_upstream_pauses(llm_service, fake_llm
         if after:
             arrivals.append((content, arrived))
         after = after or "</think>" in content
+    assert fake_llm.wait_idle_sync()
     upstream_end = fake_llm.timings[-1]["end"]
     assert arrivals[0][0] == "alfa "
     assert "".join(text for text, _ in arrivals).startswith("alfa beta gamma delta epsilon [1].")
