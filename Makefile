@@ -5,7 +5,16 @@ PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test eval bench install install-test graph clean
+# The real local model (scripts/local-llm.sh: llama.cpp + Qwen2.5-Coder-1.5B-Instruct from PyPI, in .venv-llm)
+LLM_PORT  ?= 8080
+LLM_ALIAS := qwen2.5-coder-1.5b-instruct
+# `make run LLM=local`: the service against `make llm` (a small model on 2 cores answers in tens of seconds)
+ifeq ($(LLM),local)
+RUN_ENV := LLM_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 LLM_MODEL=$(LLM_ALIAS) LLM_TIMEOUT_S=300 LLM_MAX_RETRIES=0 \
+           REQUEST_TIMEOUT_S=600
+endif
+
+.PHONY: run test test-llm llm llm-install eval eval-llm bench install install-test graph clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -24,10 +33,23 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 run: install
-	HOST=$(HOST) PORT=$(PORT) $(PY) -m app serve
+	$(RUN_ENV) HOST=$(HOST) PORT=$(PORT) $(PY) -m app serve
+
+# Build the engine (once, ~5 min on 2 cores) and reassemble the sha256-checked weights; then serve them
+llm-install:
+	scripts/local-llm.sh install
+
+llm:
+	scripts/local-llm.sh serve $(LLM_PORT)
 
 test: install-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# End to end through the real local model (starts its own server unless LOCAL_LLM_URL is set)
+test-llm: install-test
+	@scripts/local-llm.sh install >/dev/null || { echo; echo "!!! the local model could not be installed:" \
+	  "the real-model suite is SKIPPED !!!"; echo; exit 0; }; \
+	NEO_REAL_LLM=1 $(PY) -m pytest -q tests/llm $(PYTEST_ARGS)
 
 $(VENV)/.installed-eval: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[eval]'
@@ -35,6 +57,11 @@ $(VENV)/.installed-eval: $(VENV)/.installed
 
 eval: $(VENV)/.installed-eval
 	$(PY) -m eval.run $(EVAL_ARGS)
+
+# LLM mode beside offline mode on a fixed subset (gold set + HotpotQA), against `make llm` on LLM_PORT
+eval-llm: $(VENV)/.installed-eval
+	LLM_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 LLM_MODEL=$(LLM_ALIAS) LLM_TIMEOUT_S=300 LLM_MAX_RETRIES=0 \
+	  $(PY) -m eval.llm $(EVAL_ARGS)
 
 # Latency, overhead, parallelism, load and caches against a fake upstream: writes docs/BENCHMARKS.md and
 # docs/bench/*.png (matplotlib comes with the eval extra). BENCH_ARGS="--smoke" for a quick check.

@@ -24,9 +24,11 @@ from graph.events import (
     AnswerDelta,
     Degraded,
     ErrorEvent,
+    LLMFallback,
     SourceFound,
     Step,
     ThoughtEvent,
+    Unsupported,
     UsageEvent,
     from_record,
     to_record,
@@ -127,6 +129,7 @@ async def stream_chat(
             yield _sse(chunk)
         failed: ErrorEvent | None = None
         async for event in events:
+            record.observe(event)
             for chunk in renderer.event(event):
                 yield _sse(chunk)
             if isinstance(event, ErrorEvent):
@@ -148,6 +151,12 @@ class RequestRecord:
         self.metrics, self.kind, self.streamed, self.started = metrics, kind, streamed, time.perf_counter()
         metrics.in_flight.inc()
 
+    def observe(self, event: ThoughtEvent) -> None:
+        if isinstance(event, LLMFallback):
+            self.metrics.fallbacks.labels(event.step, event.reason).inc()
+        elif isinstance(event, Unsupported):
+            self.metrics.unsupported.inc(len(event.sentences))
+
     def done(self, outcome: str, renderer: ChunkRenderer) -> None:
         self.metrics.in_flight.dec()
         first = renderer.first_answer_at if self.streamed else None
@@ -163,7 +172,7 @@ async def complete_chat(
     request: Request, renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent], record: RequestRecord
 ) -> ChatCompletion:
     """The non-streaming answer; a client that leaves cancels the pipeline (Starlette would not)."""
-    work = asyncio.ensure_future(collect_chat(renderer, events))
+    work = asyncio.ensure_future(collect_chat(renderer, events, record))
     watch = asyncio.ensure_future(until_disconnected(request))
     outcome = "disconnected"
     try:
@@ -181,8 +190,10 @@ async def complete_chat(
     return work.result()
 
 
-async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent]) -> ChatCompletion:
+async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent], record: RequestRecord
+                       ) -> ChatCompletion:
     async for event in events:
+        record.observe(event)
         if isinstance(event, ErrorEvent):
             status = 504 if event.kind == "timeout" else 500
             raise APIError(status, event.message, code=event.kind)

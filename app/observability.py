@@ -81,6 +81,13 @@ class Metrics:
         self.upstream_calls = Counter("neo_upstream_calls", "Upstream LLM calls", registry=r)
         self.tokens = Counter("neo_upstream_tokens", "Upstream LLM tokens", ["kind"], registry=r)
         self.errors = Counter("neo_errors", "Errors by kind", ["kind"], registry=r)
+        self.fallbacks = Counter(
+            "neo_llm_fallbacks", "Model steps that fell back to their deterministic strategy (reason: unavailable = "
+            "the call failed, invalid = the reply was unusable)", ["step", "reason"], registry=r,
+        )
+        self.unsupported = Counter(
+            "neo_unsupported_sentences", "Answer sentences not supported by the passages they cite", registry=r
+        )
         self.cache = Gauge("neo_cache_lookups", "Response and plan cache lookups since start", ["result"], registry=r)
         self.loop_lag = Gauge("neo_event_loop_lag_seconds", "Largest event-loop lag in the last second", registry=r)
         self.loop_lag_max = Gauge("neo_event_loop_lag_max_seconds", "Largest event-loop lag since start", registry=r)

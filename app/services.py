@@ -57,7 +57,7 @@ class Services:
         prompts = Prompts(settings.prompts_dir)
         relevant = settings.model_dump(
             include={"llm_base_url", "llm_model", "llm_fast_model", "mcp_server_url", "search_top_k", "max_facts",
-                     "facts_per_agent", "max_iterations", "claim_check", "min_coverage"}
+                     "facts_per_agent", "max_iterations", "claim_check", "min_coverage", "prompt_passages", "passage_chars"}
         )
         fingerprint = cache_key("config", relevant, [c.model_dump() for c in catalog.collections], prompts.version)
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
@@ -90,7 +90,9 @@ class Services:
             "status": "ready" if llm_ok and docs_ok else "degraded",
             "mode": "offline" if self.llm is None else "llm",
             "documents": "embedded" if self.embedded else "external",
-            "llm": {"configured": self.llm is not None, "reachable": llm_ok if self.llm else None},
+            "llm": {"configured": self.llm is not None, "reachable": llm_ok if self.llm else None,
+                    # per model, the form of structured replies the upstream was seen to accept (learnt at first use)
+                    "structured_output": dict(self.llm.structured) if self.llm else None},
             "mcp": {"url": self.docs.url, "reachable": docs_ok, "tools": sorted(self.docs.tools)},
             "cache": {"backend": "redis" if self.settings.redis_url else "memory", "reachable": cache_ok,
                       "hits": self.cache.hits, "misses": self.cache.misses},

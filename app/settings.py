@@ -80,8 +80,10 @@ class Settings(BaseSettings):
     max_iterations: int = 3
     research_concurrency: int = 4
     token_budget: int = 60_000
-    claim_check: Literal["auto", "on", "off"] = "auto"
+    claim_check: Literal["auto", "on", "off"] = "on"
     min_coverage: float = 0.6
+    prompt_passages: int = Field(6, ge=1)  # passages one summarising model call reads (the best ones)
+    passage_chars: int = Field(800, ge=200)  # characters of a passage in a prompt
 
     # Caches (answers and plans): in-process unless REDIS_URL (Valkey/Redis) is set
     redis_url: str = ""
@@ -120,6 +122,8 @@ class Settings(BaseSettings):
             token_budget=self.token_budget,
             claim_check=self.claim_check,
             min_coverage=self.min_coverage,
+            prompt_passages=self.prompt_passages,
+            passage_chars=self.passage_chars,
             research_seconds=self.request_timeout_s * 0.5,
             stream_interval_s=self.stream_interval_ms / 1000,
             cache_ttl_s=self.cache_ttl_s,

@@ -14,10 +14,12 @@ from graph.events import (
     AnswerDelta,
     Degraded,
     ErrorEvent,
+    LLMFallback,
     SourceFound,
     Step,
     SubAgentStatus,
     ThoughtEvent,
+    Unsupported,
     UsageEvent,
 )
 from graph.sanitize import TagNeutralizer, neutralize
@@ -106,7 +108,7 @@ class ChunkRenderer:
                     }
                 )
             return out
-        if isinstance(event, (SubAgentStatus, Degraded)):
+        if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, Unsupported)):
             return []  # the matching Step lines already tell the story in the think block
         if isinstance(event, UsageEvent):
             self.usage.prompt_tokens += event.prompt_tokens

@@ -15,9 +15,11 @@ class PipelineConfig:
     facts_per_agent: int = 4
     max_iterations: int = 3  # research rounds at most
     token_budget: int = 60_000  # upstream tokens after which no further round starts
-    claim_check: Literal["auto", "on", "off"] = "auto"
+    claim_check: Literal["auto", "on", "off"] = "on"
     research_seconds: float = 60.0  # after this long no further research round starts
     ledger_limit: int = 12  # evidence entries the answer may cite
+    prompt_passages: int = 6  # passages one summarising model call reads (the best ones)
+    passage_chars: int = 800  # characters of a passage in a prompt
     stream_interval_s: float = 0.0  # answer deltas closer together than this are sent as one (0 = every delta)
     min_coverage: float = 0.6  # share of topic words a passage must contain for a factual answer (offline)
     cache_ttl_s: float = 3600.0  # plan cache entries (routes, decompositions, rewrites made by the model)

@@ -66,7 +66,24 @@ class Degraded:
     reason: str
 
 
-ThoughtEvent = Step | SubAgentStatus | SourceFound | AnswerDelta | UsageEvent | ErrorEvent | Degraded
+@dataclass(frozen=True, slots=True)
+class LLMFallback:
+    """A model step whose deterministic strategy took over: the model was `unavailable` (connection, 5xx,
+    timeout) or its reply was `invalid` (empty, not the schema, or meaning that does not hold)."""
+
+    step: str
+    reason: Literal["unavailable", "invalid"]
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported:
+    """Answer sentences whose cited passages do not back them (listed after the answer)."""
+
+    sentences: tuple[str, ...]
+
+
+ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | UsageEvent | ErrorEvent | Degraded | LLMFallback
+                | Unsupported)
 
 
 def emit(event: ThoughtEvent) -> None:
@@ -81,7 +98,8 @@ def degrade(reason: str, line: str | None = None) -> None:
     emit(Degraded(reason))
 
 
-_TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent, Degraded)}
+_TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent, Degraded,
+                                        LLMFallback, Unsupported)}
 
 
 def to_record(event: ThoughtEvent) -> dict:

@@ -55,16 +55,23 @@ class Ledger:
         """`[n]` for each of a fact's evidence ids in the ledger."""
         return "".join(f"[{self._number[i]}]" for i in fact.evidence_ids if i in self._number)
 
-    def render(self, max_chars: int = 1200) -> str:
-        """The numbered evidence block of a prompt."""
+    def render(self, max_chars: int = 1200, display: Callable[[str], str] = str) -> str:
+        """The numbered evidence block of a prompt: each passage says which organisation (collection) and which
+        document it comes from, so that the model can attribute what it says."""
         blocks = []
         for n, e in self.numbered():
-            head = f"[{n}] {e.title}" + (f" — {e.section}" if e.section else "") + f" ({e.collection})"
-            blocks.append(f"{head}\n{e.text[:max_chars]}")
+            head = f"[{n}] {display(e.collection)} | {e.title}" + (f" — {e.section}" if e.section else "")
+            blocks.append(f"{head}\n{_cut(e.text, max_chars)}")
         return "\n\n".join(blocks)
 
-    def facts_block(self, facts: list[Fact]) -> str:
-        return "\n".join(f"- {f.text} {self.marks(f)}" for f in facts)
+    def facts_block(self, facts: list[Fact], display: Callable[[str], str] = str) -> str:
+        """Key facts with the organisation their passages come from, and their `[n]`."""
+        by_id = {e.id: e for e in self.entries}
+        lines = []
+        for f in facts:
+            sources = dict.fromkeys(display(by_id[i].collection) for i in f.evidence_ids if i in by_id)
+            lines.append(f"- {' / '.join(sources)}: {f.text} {self.marks(f)}" if sources else f"- {f.text}")
+        return "\n".join(lines)
 
     def citation_filter(self) -> CitationFilter:
         return CitationFilter(len(self.entries))
@@ -90,6 +97,13 @@ class Ledger:
         return "\n".join(lines)
 
 
+def _cut(text: str, max_chars: int) -> str:
+    """At most `max_chars`, ending at a word boundary ("…" when cut)."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars].rsplit(" ", 1)[0] + " …"
+
+
 class CitedFact(BaseModel):
     fact: str
     sources: list[int]  # ledger numbers
@@ -102,12 +116,14 @@ class FactsReply(BaseModel):
 
     def to_facts(self, ledger: Ledger, limit: int) -> list[Fact]:
         """Facts that cite at least one ledger entry, at most `limit`. An empty list is the model's judgement
-        that nothing is relevant."""
+        that nothing is relevant; facts of which none cites a passage it was given make the reply invalid."""
         facts = []
         for item in self.facts:
             ids = ledger.ids(item.sources)
             if ids and item.fact.strip():
                 facts.append(Fact(text=item.fact.strip(), evidence_ids=ids))
+        if self.facts and not facts:
+            raise ValueError("no fact cites a passage of the evidence given")
         return facts[:limit]
 
 

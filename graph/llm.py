@@ -16,7 +16,7 @@ import logging
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
@@ -34,10 +34,34 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 class LLMError(Exception):
     """An upstream call failed for good (after retries, or after the first streamed token)."""
 
-    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None,
+                 status: int | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.status = status
+
+    @property
+    def rejects_format(self) -> bool:
+        """The upstream refused the request's `response_format` (a 400/422, or an error that names it)."""
+        text = str(self).lower()
+        return self.status in (400, 422) or (self.status is not None and "response_format" in text)
+
+
+# How a structured reply is asked for, strongest first. Learnt per model at first use (`complete_json`):
+# a JSON schema the server enforces (vLLM, SGLang, Ollama, llama.cpp, OpenAI), plain JSON mode, or only the
+# prompt's own description of the reply.
+StructuredMode = Literal["json_schema", "json_object", "prompt"]
+STRUCTURED_MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object", "prompt")
+
+
+def response_format(mode: StructuredMode, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+    if mode == "json_object":
+        # llama-cpp-python reads an optional `schema` here and turns it into a grammar; others ignore it
+        return {"type": "json_object", "schema": schema}
+    return None
 
 
 @dataclass(slots=True)
@@ -63,8 +87,10 @@ async def _raise_for_status(response: httpx.Response) -> None:
     body = (await response.aread()).decode("utf-8", "replace")[:300]
     raise LLMError(
         f"upstream HTTP {response.status_code}: {body}",
-        retryable=response.status_code in RETRY_STATUS,
+        # llama-cpp-python answers an unknown response_format with a 500 naming it: retrying will not help
+        retryable=response.status_code in RETRY_STATUS and "response_format" not in body,
         retry_after=_retry_after(response),
+        status=response.status_code,
     )
 
 
@@ -97,6 +123,7 @@ class LLMClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self._gate = asyncio.Semaphore(max_concurrency)
+        self.structured: dict[str, StructuredMode] = {}  # model -> the structured mode it was seen to accept
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # httpx's API (and its exception types) over aiohttp's connection pool and C HTTP parser: in a
         # microbenchmark against the fake upstream, about 40% less client CPU per streamed answer than httpcore on
@@ -123,7 +150,8 @@ class LLMClient:
         except httpx.HTTPError:
             return False
 
-    def _body(self, messages: list[dict[str, str]], fast: bool, max_tokens: int | None, stream: bool) -> dict[str, Any]:
+    def _body(self, messages: list[dict[str, str]], fast: bool, max_tokens: int | None, stream: bool,
+              reply_format: dict[str, Any] | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.fast_model if fast else self.model,
             "messages": messages,
@@ -132,6 +160,8 @@ class LLMClient:
         }
         if max_tokens:
             body["max_tokens"] = max_tokens
+        if reply_format:
+            body["response_format"] = reply_format
         if stream:
             body["stream_options"] = {"include_usage": True}
         return body
@@ -142,11 +172,38 @@ class LLMClient:
         delay = error.retry_after if error.retry_after is not None else self.backoff_s * 2**attempt
         await asyncio.sleep(min(delay, 10.0) * (0.8 + 0.4 * random.random()))
 
+    async def complete_json(
+        self, messages: list[dict[str, str]], *, name: str, schema: dict[str, Any], fast: bool = True,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """A call whose reply must be JSON of `schema`, in the strongest mode the upstream accepts.
+
+        A model starts at `json_schema`; when the upstream refuses a mode, the next weaker one is tried at
+        once, and the mode that worked is kept for the process (shown in /health/ready). Only a success is
+        remembered, so a 400 for another reason (a prompt too long) does not downgrade the model."""
+        model = self.fast_model if fast else self.model
+        modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.structured.get(model, "json_schema")):]
+        for mode in modes:
+            try:
+                result = await self.complete(messages, fast=fast, max_tokens=max_tokens,
+                                             reply_format=response_format(mode, name, schema))
+            except LLMError as exc:
+                if mode == "prompt" or not exc.rejects_format:
+                    raise
+                log.warning("upstream refused response_format %s for %s (%s); trying the next mode", mode, model, exc)
+                continue
+            if self.structured.get(model) != mode:
+                log.info("structured replies from %s: %s", model, mode)
+                self.structured[model] = mode
+            return result
+        raise AssertionError("unreachable")
+
     async def complete(
-        self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None
+        self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None,
+        reply_format: dict[str, Any] | None = None,
     ) -> Completion:
         """Non-streaming call with bounded retries; returns the answer text (reasoning removed) and usage."""
-        body = self._body(messages, fast, max_tokens, stream=False)
+        body = self._body(messages, fast, max_tokens, stream=False, reply_format=reply_format)
         prompt_chars = "".join(m["content"] for m in messages)
         async with self._gate:
             for attempt in range(self.max_retries + 1):

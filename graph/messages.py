@@ -38,6 +38,14 @@ _LINES: dict[str, dict[Language, str]] = {
         "nl": "Geen taalmodel geconfigureerd: extractieve modus",
         "en": "No language model configured: extractive mode",
     },
+    "llm_unavailable": {
+        "nl": "Taalmodel niet bereikbaar bij {step} ({error}); deze stap zonder taalmodel",
+        "en": "Language model unreachable at {step} ({error}); this step without the model",
+    },
+    "llm_invalid": {
+        "nl": "Onbruikbaar antwoord van het taalmodel bij {step} ({error}); deze stap zonder taalmodel",
+        "en": "Unusable reply from the language model at {step} ({error}); this step without the model",
+    },
     "llm_fallback": {
         "nl": "Taalmodel niet beschikbaar ({error}); extractieve modus",
         "en": "Language model unavailable ({error}); extractive mode",
@@ -113,3 +121,18 @@ def status_label(status: str, language: Language) -> str:
 
 def reason_label(reason: str, language: Language) -> str:
     return _REASONS[reason][language]
+
+
+_STEPS: dict[str, dict[Language, str]] = {
+    "rewrite": {"nl": "het herformuleren van de vervolgvraag", "en": "rewriting the follow-up"},
+    "route": {"nl": "de routering", "en": "routing"},
+    "decompose": {"nl": "het opdelen in deelvragen", "en": "splitting into sub-questions"},
+    "condense": {"nl": "het samenvatten per bron", "en": "summarising per source"},
+    "summarize": {"nl": "het samenvatten", "en": "summarising"},
+    "judge": {"nl": "de beoordeling", "en": "the assessment"},
+    "synthesize": {"nl": "het antwoord", "en": "the answer"},
+}
+
+
+def step_label(step: str, language: Language) -> str:
+    return _STEPS.get(step, {}).get(language, step)

@@ -1,79 +1,125 @@
 """The one path for fast-model calls whose reply the pipeline reads (route, rewrite, decompose, condense,
 summarize, judge): the call, its usage, reading the reply and the fallback report all happen here.
 
-A step passes its prompt and the pydantic model of the reply it expects, plus `accept`, which turns a
-reply that fits the model into the step's result and raises `ValueError` when its meaning does not hold (an
-unknown collection, a citation outside the evidence). Whatever goes wrong comes back as `None`, reported
-as a fallback, and the step's deterministic strategy takes over.
+A step passes its name, its prompt and the pydantic model of the reply it expects, plus `accept`, which
+turns a reply that fits the model into the step's result and raises `ValueError` when its meaning does not
+hold (an unknown collection, a citation outside the evidence). The reply's JSON schema goes to the upstream
+as `response_format` (`LLMClient.complete_json` learns which form the upstream accepts). Whatever goes wrong
+comes back as `None`, reported as a fallback of that one step (`unavailable`: the call failed; `invalid`:
+the reply was unusable), and the step's deterministic strategy takes over; the next step asks the model
+again.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
-from typing import TypeVar
+from functools import cache
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from graph import messages
 from graph.context import Context
-from graph.events import UsageEvent, degrade, emit
-from graph.llm import LLMError
+from graph.events import Degraded, LLMFallback, Step, UsageEvent, emit
+from graph.llm import Completion, LLMError
 from graph.models import Usage
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 def read_json(text: str, reply: type[M]) -> M:
-    """The first JSON object in a model's reply, validated as `reply`.
+    """The first JSON object in a model's reply that validates as `reply`.
 
-    Small models wrap JSON in prose or code fences, and some append an explanation: decoding starts at the
-    first `{` and stops where that object ends (a greedy `{.*}` would swallow a second object or a brace in
-    the trailing text). Reasoning blocks are already gone (`LLMClient.complete`)."""
-    start = text.find("{")
-    if start < 0:
-        raise ValueError("no JSON object in the reply")
-    value, _ = json.JSONDecoder().raw_decode(text, start)
-    return reply.model_validate(value)
+    Small models wrap JSON in prose or code fences, put a reasoning preamble before it (which may hold a
+    brace of its own) and append an explanation: every `{` is tried in order, and decoding stops where that
+    object ends (a greedy `{.*}` would swallow a second object or a brace in the trailing text).
+    `<think>` blocks are already gone (`LLMClient.complete`)."""
+    decoder, start, error = json.JSONDecoder(), text.find("{"), None
+    while start >= 0:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+            return reply.model_validate(value)
+        except (ValueError, ValidationError) as exc:  # ValidationError is a ValueError; named for the reader
+            error = error or exc
+        start = text.find("{", start + 1)
+    raise error or ValueError("no JSON object in the reply")
 
 
-async def _complete(ctx: Context, prompt: str, max_tokens: int) -> tuple[str | None, Usage]:
+def _strict(node: Any) -> Any:
+    if isinstance(node, dict):
+        node = {k: ({name: _strict(sub) for name, sub in v.items()} if k in ("properties", "$defs") else _strict(v))
+                for k, v in node.items() if k not in ("default", "title")}
+        if node.get("type") == "object" and "properties" in node:
+            node["additionalProperties"] = False
+            node["required"] = list(node["properties"])
+        return node
+    if isinstance(node, list):
+        return [_strict(v) for v in node]
+    return node
+
+
+@cache
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The reply model's JSON schema in the form OpenAI's `strict` mode demands (every property required, no
+    other properties, no defaults); vLLM, SGLang, Ollama and llama.cpp accept it too. Hand-written: pydantic
+    emits the schema, and the only library that makes it strict is a private module of the openai package."""
+    return _strict(model.model_json_schema())
+
+
+def fallback(ctx: Context, step: str, reason: Literal["unavailable", "invalid"], error: Exception,
+             line: str = "") -> None:
+    """Report that one model step fell back to its deterministic strategy: a think line (`line`, or one that
+    names the step and the reason), a log line with the detail, an `LLMFallback` (counted in
+    `neo_llm_fallbacks_total`) and the `Degraded` marker."""
+    log.warning("model step %s fell back (%s): %s", step, reason, error)
+    emit(Step(line or messages.line(f"llm_{reason}", ctx.language, step=messages.step_label(step, ctx.language),
+                                    error=type(error).__name__)))
+    emit(LLMFallback(step, reason))
+    emit(Degraded("llm"))
+
+
+async def _complete(ctx: Context, step: str, prompt: str, max_tokens: int, reply: type[BaseModel] | None
+                    ) -> Completion | None:
     assert ctx.llm is not None
+    chat = [{"role": "user", "content": prompt}]
     try:
-        result = await ctx.llm.complete([{"role": "user", "content": prompt}], fast=True, max_tokens=max_tokens)
+        if reply is None:
+            result = await ctx.llm.complete(chat, fast=True, max_tokens=max_tokens)
+        else:
+            result = await ctx.llm.complete_json(chat, name=reply.__name__, schema=strict_schema(reply), fast=True,
+                                                 max_tokens=max_tokens)
     except LLMError as exc:
-        _fallback(ctx, exc)
-        return None, Usage()
+        fallback(ctx, step, "unavailable", exc)
+        return None
     emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
-    return result.text, result.usage
+    return result
 
 
-def _fallback(ctx: Context, error: Exception) -> None:
-    degrade("llm", messages.line("llm_fallback", ctx.language, error=type(error).__name__))
-
-
-async def ask_json(ctx: Context, prompt: str, reply: type[M], accept: Callable[[M], T], *, max_tokens: int
-                   ) -> tuple[T | None, Usage]:
+async def ask_json(ctx: Context, step: str, prompt: str, reply: type[M], accept: Callable[[M], T], *,
+                   max_tokens: int) -> tuple[T | None, Usage]:
     """(the accepted reply, usage), or (None, usage) when the call fails or the reply is unusable."""
-    text, usage = await _complete(ctx, prompt, max_tokens)
-    if text is None:
-        return None, usage
+    result = await _complete(ctx, step, prompt, max_tokens, reply)
+    if result is None:
+        return None, Usage()
     try:
-        return accept(read_json(text, reply)), usage
-    except (ValueError, ValidationError) as exc:
-        _fallback(ctx, exc)
-        return None, usage
+        return accept(read_json(result.text, reply)), result.usage
+    except ValueError as exc:  # pydantic's ValidationError included
+        fallback(ctx, step, "invalid", exc)
+        return None, result.usage
 
 
-async def ask_text(ctx: Context, prompt: str, accept: Callable[[str], T], *, max_tokens: int
+async def ask_text(ctx: Context, step: str, prompt: str, accept: Callable[[str], T], *, max_tokens: int
                    ) -> tuple[T | None, Usage]:
     """Like `ask_json` for a plain-text reply (a rewritten question)."""
-    text, usage = await _complete(ctx, prompt, max_tokens)
-    if text is None:
-        return None, usage
+    result = await _complete(ctx, step, prompt, max_tokens, None)
+    if result is None:
+        return None, Usage()
     try:
-        return accept(text), usage
+        return accept(result.text), result.usage
     except ValueError as exc:
-        _fallback(ctx, exc)
-        return None, usage
+        fallback(ctx, step, "invalid", exc)
+        return None, result.usage

@@ -14,6 +14,7 @@ from graph.collections import load_catalog
 from graph.language import detect_language
 from graph.ledger import CitationFilter, clean_citations
 from graph.mcp_client import ToolOutput, parse_document_list, to_evidence
+from graph.models import Evidence
 from graph.routing import heuristic_route
 from graph.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
 
@@ -203,6 +204,60 @@ def test_claim_support_over_the_cited_passages(sentence: str, sources: list[str]
     from graph.claims import supported
 
     assert supported(sentence, *sources) is expected
+
+
+def _passage(collection: str, text: str, title: str = "Leidraad veiligheidscultuur") -> Evidence:
+    return Evidence(id=f"{collection}/d#1", collection=collection, doc_id="d", title=title, text=text)
+
+
+_ANVS_CULTURE = _passage("anvs", "De ANVS verwacht dat de raad van bestuur van de vergunninghouder de "
+                                 "veiligheidscultuur actief bewaakt en periodiek laat evalueren.")
+_IAEA_CULTURE = _passage("iaea", "Safety culture is that assembly of characteristics and attitudes in organizations "
+                                 "and individuals which establishes that safety issues receive the attention "
+                                 "warranted by their significance.", title="INSAG-4 Safety Culture")
+
+
+@pytest.mark.parametrize("sentence, cited, expected", [
+    # the issue's case: an ANVS position attributed to the IAEA, cited to the ANVS passage
+    ("De IAEA verwacht dat de raad van bestuur de veiligheidscultuur actief bewaakt [1].", [_ANVS_CULTURE], False),
+    ("De ANVS verwacht dat de raad van bestuur de veiligheidscultuur actief bewaakt [1].", [_ANVS_CULTURE], True),
+    # a name is known from the cited passage's collection or title, not only from its text
+    ("Volgens INSAG-4 krijgt veiligheid de aandacht die haar belang rechtvaardigt [2].", [_IAEA_CULTURE], True),
+    ("Volgens INSAG-12 krijgt veiligheid de aandacht die haar belang rechtvaardigt [2].", [_IAEA_CULTURE], False),
+    # a Dutch sentence about an English passage: names and numbers are checked, content words cannot be
+    ("De IAEA noemt veiligheidscultuur een geheel van kenmerken en houdingen [2].", [_IAEA_CULTURE], True),
+    ("De IAEA noemt veiligheidscultuur sinds 1991 een geheel van houdingen [2].", [_IAEA_CULTURE], False),
+    # same language: most content words must be there
+    ("De ANVS schrijft voor dat elke medewerker jaarlijks een examen aflegt [1].", [_ANVS_CULTURE], False),
+])
+def test_support_check_catches_misattribution(sentence: str, cited: list[Evidence], expected: bool) -> None:
+    from graph.claims import sentence_supported
+
+    display = {"anvs": "ANVS", "iaea": "IAEA"}.get
+    assert sentence_supported(sentence, cited, "nl", display) is expected
+
+
+def test_unsupported_claims_of_an_answer_lists_only_the_wrong_sentences() -> None:
+    from graph.claims import unsupported_claims
+
+    answer = ("De ANVS verwacht dat de raad van bestuur de veiligheidscultuur actief bewaakt [1]. "
+              "De IAEA verwacht ook dat de raad van bestuur de veiligheidscultuur bewaakt [1].\n"
+              "- Volgens INSAG-4 krijgt veiligheid de aandacht die haar belang rechtvaardigt [2].")
+    flagged = unsupported_claims(answer, [_ANVS_CULTURE, _IAEA_CULTURE], "nl", {"anvs": "ANVS", "iaea": "IAEA"}.get)
+    assert flagged == ["De IAEA verwacht ook dat de raad van bestuur de veiligheidscultuur bewaakt [1]."]
+
+
+def test_evidence_block_names_organisation_and_document() -> None:
+    from graph.ledger import Ledger
+    from graph.models import Fact
+
+    ledger = Ledger([_ANVS_CULTURE, _IAEA_CULTURE])
+    display = {"anvs": "ANVS", "iaea": "IAEA"}.get
+    block = ledger.render(max_chars=60, display=display)
+    assert block.startswith("[1] ANVS | Leidraad veiligheidscultuur\n") and "\n\n[2] IAEA | INSAG-4 Safety Culture\n" in block
+    assert "verwacht dat de raad van bestuur van de …" in block  # cut at a word, marked
+    facts = [Fact(text="Bestuur bewaakt de cultuur.", evidence_ids=["anvs/d#1"])]
+    assert ledger.facts_block(facts, display) == "- ANVS: Bestuur bewaakt de cultuur. [1]"
 
 
 def _raised(exc: BaseException, cause: BaseException | None = None) -> BaseException:

@@ -60,7 +60,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
         prompt = ctx.prompts.render("judge", language, question=state["question"],
                                     facts="\n".join(f"- {f.text}" for f in facts),
                                     sources=", ".join(t.label for t in loop.tasks))
-        verdict, usage = await ask_json(ctx, prompt, JudgeReply, lambda reply: accept_verdict(reply, loop.tasks),
+        verdict, usage = await ask_json(ctx, "judge", prompt, JudgeReply, lambda reply: accept_verdict(reply, loop.tasks),
                                         max_tokens=300)
     if verdict is None:
         verdict = rules_verdict(loop.tasks, covered)

@@ -58,9 +58,14 @@ def accept_decomposition(plan: Decomposition, route: Route, ctx: Context) -> lis
     """Known collections only, 2 to 5 sub-questions, at least one per routed collection."""
     tasks: list[ResearchTask] = []
     ids: dict[int, str] = {}
+    # small models name a source as it reads ("IAEA"), not by its key ("iaea")
+    names = {key: c.name for c in ctx.catalog.collections if c.name in route.collections
+             for key in (c.name.lower(), c.display_name.lower())}
     for number, item in enumerate(plan.sub_questions, 1):
-        if item.collection not in route.collections:
+        collection = names.get(item.collection.strip().lower())
+        if collection is None:
             continue
+        item = item.model_copy(update={"collection": collection})
         n = sum(t.collection == item.collection for t in tasks)
         ids[number] = item.collection if n == 0 else f"{item.collection}-{n + 1}"
         tasks.append(
@@ -95,7 +100,7 @@ async def decompose(question: str, route: Route, ctx: Context) -> tuple[list[Res
     value, usage = await ctx.cached(
         "decompose",
         (question, route.collections, ctx.language),
-        lambda: ask_json(ctx, prompt, Decomposition, accept, max_tokens=500),
+        lambda: ask_json(ctx, "decompose", prompt, Decomposition, accept, max_tokens=500),
     )
     if value is None:
         return template_tasks(route, ctx), usage

@@ -51,12 +51,13 @@ async def condense(task: ResearchTask, question: str, evidence: list[Evidence], 
     """The sub-agent's key facts: one fast-model call, or its best sentences offline and as the fallback."""
     limit = ctx.config.facts_per_agent
     if ctx.llm is not None:
-        ledger = Ledger(evidence)
+        # the best passages only: on a small local model every prompt token is latency
+        ledger = Ledger(evidence[: ctx.config.prompt_passages])
         prompt = ctx.prompts.render(
             "condense", ctx.language, question=question, focus=task.query, source=ctx.display(task.collection),
-            evidence=ledger.render(max_chars=900), max_facts=limit,
+            evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display), max_facts=limit,
         )
-        facts, usage = await ask_json(ctx, prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
+        facts, usage = await ask_json(ctx, "condense", prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
                                       max_tokens=600)
         if facts is not None:
             return facts, usage

@@ -22,7 +22,11 @@ class RouteReply(BaseModel):
 
 def accept_route(reply: RouteReply, ctx: Context, question: str) -> Route:
     known = ctx.catalog.names
-    chosen = [name for name in known if name in reply.collections] or known  # never a single-collection fallback
+    named = {c.strip().lower() for c in reply.collections}
+    chosen = [name for name in known if name.lower() in named]
+    if named and not chosen:
+        raise ValueError(f"no configured collection among {sorted(named)}")
+    chosen = chosen or known  # no collection named: all of them, never a single-collection guess
     return Route(query_type=reply.query_type, collections=chosen, reason="model",
                  search_query=focus_terms(question, ctx.catalog.collections))
 
@@ -42,7 +46,7 @@ async def rewrite_follow_up(state: State, ctx: Context) -> tuple[str, Usage]:
     convo = "\n".join(f"{t.role}: {t.content[:400]}" for t in history[-4:])
     prompt = ctx.prompts.render("rewrite", ctx.language, history=convo, question=question)
     text, usage = await ctx.cached(
-        "rewrite", (convo, question), lambda: ask_text(ctx, prompt, _one_line, max_tokens=120)
+        "rewrite", (convo, question), lambda: ask_text(ctx, "rewrite", prompt, _one_line, max_tokens=120)
     )
     return (text or standalone(question, previous, ctx.catalog.collections)), usage
 
@@ -54,7 +58,7 @@ async def classify(question: str, ctx: Context) -> tuple[Route | None, Usage]:
     value, usage = await ctx.cached(
         "route",
         (question, ctx.language),
-        lambda: ask_json(ctx, prompt, RouteReply, lambda reply: accept_route(reply, ctx, question).model_dump(),
+        lambda: ask_json(ctx, "route", prompt, RouteReply, lambda reply: accept_route(reply, ctx, question).model_dump(),
                          max_tokens=150),
     )
     return (Route.model_validate(value) if value else None), usage

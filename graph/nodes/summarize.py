@@ -28,10 +28,12 @@ async def facts_for(ctx: Context, question: str, query: str, window: list[Eviden
 
     An empty list from the model is its judgement that nothing is relevant: the question gets declined."""
     if ctx.llm is not None:
-        ledger = Ledger(window)
-        prompt = ctx.prompts.render("summarize", ctx.language, question=question, evidence=ledger.render(),
-                                    max_facts=limit)
-        facts, usage = await ask_json(ctx, prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
+        # the best passages only, in ledger order: on a small local model every prompt token is latency
+        best = {e.id for e in sorted(window, key=lambda e: -e.relevance)[: ctx.config.prompt_passages]}
+        ledger = Ledger([e for e in window if e.id in best])
+        prompt = ctx.prompts.render("summarize", ctx.language, question=question, max_facts=limit,
+                                    evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display))
+        facts, usage = await ask_json(ctx, "summarize", prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
                                       max_tokens=800)
         if facts is not None:
             return facts, usage

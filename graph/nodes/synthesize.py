@@ -11,12 +11,13 @@ from graph import messages
 from graph.answer_stream import AnswerStream
 from graph.claims import high_stakes_question, unsupported_claims
 from graph.context import Context
-from graph.events import SourceFound, Step, UsageEvent, degrade, emit
+from graph.events import SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
 from graph.ledger import Ledger
 from graph.llm import LLMError
 from graph.models import Usage
 from graph.state import State
+from graph.structured import fallback
 
 
 def named_documents(state: State, ledger: Ledger) -> list[dict]:
@@ -41,7 +42,8 @@ def _documents_block(documents: list[dict], ctx: Context) -> str:
 
 
 def check_claims(setting: str, high_stakes: bool) -> bool:
-    """Whether the answer gets the claim check: CLAIM_CHECK=on always, auto for high-stakes questions."""
+    """Whether a model's answer gets the support check: CLAIM_CHECK=on (the default) always, auto only for
+    high-stakes questions, off never."""
     return setting == "on" or (setting == "auto" and high_stakes)
 
 
@@ -86,8 +88,8 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
             "synthesize",
             language,
             question=question,
-            facts=ledger.facts_block(facts),
-            evidence=ledger.render(),
+            facts=ledger.facts_block(facts, ctx.display),
+            evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display),
             gaps="\n".join(gaps),
             documents=_documents_block(named_documents(state, ledger), ctx),
         )
@@ -106,16 +108,18 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
                 answer.write(messages.line("interrupted", language), check=False)
                 banner = ""
             else:
-                degrade("llm", messages.line("llm_fallback", language, error=type(exc).__name__))
+                fallback(ctx, "synthesize", "unavailable", exc,
+                         messages.line("llm_fallback", language, error=type(exc).__name__))
                 banner = messages.line("fallback_banner", language, error="upstream")
     if banner:
         answer.write(template_answer(facts, ledger, language, ctx.display, banner, named_documents(state, ledger)))
     answer.close()
     high_stakes = ctx.catalog.high_stakes(route.collections) or high_stakes_question(question)
     if not banner and check_claims(ctx.config.claim_check, high_stakes):
-        claims = unsupported_claims(answer.text, ledger.entries)
+        claims = unsupported_claims(answer.text, ledger.entries, language, ctx.display)
         if claims:
             emit(Step(messages.line("claims_flagged", language, n=len(claims))))
+            emit(Unsupported(tuple(claims)))
             quoted = "; ".join(f"“{c.strip()}”" for c in claims)
             answer.write("\n\n" + messages.line("unsupported", language, claims=quoted), check=False)
     for gap in gaps:
