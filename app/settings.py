@@ -84,6 +84,10 @@ class Settings(BaseSettings):
     min_coverage: float = 0.6
     prompt_passages: int = Field(6, ge=1)  # passages one summarising model call reads (the best ones)
     passage_chars: int = Field(800, ge=200)  # characters of a passage in a prompt
+    answer_max_tokens: int = Field(1000, ge=50)  # the longest answer a model may write
+    auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the one passage supporting them
+    model_decompose: bool = False  # a comparison's sub-questions written by the fast model (else per collection)
+    model_condense: bool = False  # each comparison side's facts picked by the fast model (else extractively)
 
     # Caches (answers and plans): in-process unless REDIS_URL (Valkey/Redis) is set
     redis_url: str = ""
@@ -124,6 +128,10 @@ class Settings(BaseSettings):
             min_coverage=self.min_coverage,
             prompt_passages=self.prompt_passages,
             passage_chars=self.passage_chars,
+            answer_max_tokens=self.answer_max_tokens,
+            auto_cite=self.auto_cite,
+            model_decompose=self.model_decompose,
+            model_condense=self.model_condense,
             research_seconds=self.request_timeout_s * 0.5,
             stream_interval_s=self.stream_interval_ms / 1000,
             cache_ttl_s=self.cache_ttl_s,

@@ -11,19 +11,77 @@ tell from token by token) and saved about 15% of the service's CPU per request i
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
 
 from graph.events import AnswerDelta, emit
 from graph.ledger import CitationFilter
 from graph.sanitize import LeakFilter
+
+# The end of a sentence: after . ! ? (or a citation) and a space, unless a citation follows ("eisen. [2]"), or
+# a line end; the punctuation a sentence may end with, which is held until the next text shows what follows
+_SENTENCE_END = re.compile(r"(?<=[.!?\]])[ \t]+(?=[^\s\[])|\n")
+_MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]")
+_TAIL = re.compile(r"[.!?:;]*\s*$")
+_HELD = re.compile(r"[.!?:;\]]+\s*$")
+
+
+def repeating(text: str, window: int = 120, times: int = 3) -> bool:
+    """A model caught in a loop: the last `window` characters occur `times` times in the text. Small models
+    at low temperature can repeat one list until the token limit (minutes on a CPU)."""
+    if len(text) < window * times:
+        return False
+    return text.count(text[-window:]) >= times
+
+
+class SentenceCiter:
+    """Adds `[n]` to a model's claim sentences that cite nothing, when one passage supports the sentence
+    (`graph.claims.best_source`): small local models often write an answer from the numbered passages without
+    a single marker. Text streams on as it comes; only a sentence's closing punctuation waits for the next
+    piece, which shows whether the sentence ended uncited (then " [n]" goes before the punctuation)."""
+
+    def __init__(self, cite: Callable[[str], int | None]) -> None:
+        self.cite = cite
+        self._current = ""  # the sentence so far (sent)
+        self._held = ""  # its closing punctuation and spaces (not sent yet)
+
+    def _end(self, part: str) -> str:
+        sentence, self._current = self._current + part, ""
+        if _MARKER.search(sentence) or not sentence.strip():
+            return part
+        n = self.cite(sentence)
+        if n is None:
+            return part
+        end = _TAIL.search(part).start()  # type: ignore[union-attr]  (always matches)
+        return f"{part[:end]} [{n}]{part[end:]}"
+
+    def feed(self, delta: str) -> str:
+        text, self._held = self._held + delta, ""
+        out, start = [], 0
+        for match in _SENTENCE_END.finditer(text):
+            out.append(self._end(text[start:match.start()]) + match.group(0))
+            start = match.end()
+        rest = text[start:]
+        held = _HELD.search(rest)
+        cut = held.start() if held else len(rest)
+        self._held, self._current = rest[cut:], self._current + rest[:cut]
+        out.append(rest[:cut])
+        return "".join(out)
+
+    def flush(self) -> str:
+        rest, self._held = self._held, ""
+        return self._end(rest)
 
 
 class AnswerStream:
     """Collects the answer while emitting it. `finish()` (or `cancel()`) must run before the node returns: it
     sends what is still held and stops the timer."""
 
-    def __init__(self, citations: CitationFilter, system_prompt: str = "", interval_s: float = 0.0) -> None:
+    def __init__(self, citations: CitationFilter, system_prompt: str = "", interval_s: float = 0.0,
+                 citer: SentenceCiter | None = None) -> None:
         self.filter = citations
         self.leak = LeakFilter(system_prompt)
+        self.citer = citer
         self.parts: list[str] = []
         self.interval_s = interval_s
         self._held: list[str] = []
@@ -32,7 +90,7 @@ class AnswerStream:
 
     def write(self, text: str, *, check: bool = True) -> None:
         """Model text (`check`: through both filters) or the service's own text (`check=False`)."""
-        out = self.filter.feed(self.leak.feed(text)) if check else text
+        out = self.filter.feed(self._cite(self.leak.feed(text))) if check else text
         if not out:
             return
         self.parts.append(out)
@@ -44,6 +102,9 @@ class AnswerStream:
         self._held.append(out)
         if self._timer is None:  # the callback runs in this task's context, where emit() reaches the stream
             self._timer = loop.call_later(max(wait, 0.0), self._flush)
+
+    def _cite(self, text: str) -> str:
+        return self.citer.feed(text) if self.citer else text
 
     def _send(self, text: str, now: float) -> None:
         self._sent_at = now
@@ -58,7 +119,8 @@ class AnswerStream:
 
     def close(self) -> None:
         """The end of the model's text: what the filters still hold for a possible marker or prompt line."""
-        self.write(self.filter.feed(self.leak.flush()) + self.filter.flush(), check=False)
+        text = self._cite(self.leak.flush()) + (self.citer.flush() if self.citer else "")
+        self.write(self.filter.feed(text) + self.filter.flush(), check=False)
 
     def finish(self) -> None:
         self.cancel()

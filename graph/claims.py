@@ -102,6 +102,24 @@ def sentence_supported(sentence: str, cited: list[Evidence], language: Language,
     return not same_language or _words_found(claim, same_language, 0.5)
 
 
+def best_source(sentence: str, ledger: list[Evidence], language: Language,
+                display: Callable[[str], str] = str, threshold: float = 0.5) -> int | None:
+    """The `[n]` of the passage that best supports an uncited claim sentence: it passes the support check
+    alone, and most of the sentence's content words are among its stems. None when no passage does (or the
+    sentence is too short to carry a claim)."""
+    claim = _CITE.sub("", sentence)
+    words = _stems(claim)
+    if len(words) < 3:
+        return None
+    best, best_share = None, threshold
+    for n, e in enumerate(ledger, 1):
+        share = len(words & _source_stems(e.text)) / len(words)
+        if share >= best_share and (best is None or share > best_share) and sentence_supported(
+                sentence, [e], language, display):
+            best, best_share = n, share
+    return best
+
+
 def unsupported_claims(answer: str, ledger: list[Evidence], language: Language = "nl",
                        display: Callable[[str], str] = str) -> list[str]:
     """Sentences with a claim whose cited evidence does not back them up (uncited claims with numbers too)."""

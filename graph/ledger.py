@@ -55,23 +55,34 @@ class Ledger:
         """`[n]` for each of a fact's evidence ids in the ledger."""
         return "".join(f"[{self._number[i]}]" for i in fact.evidence_ids if i in self._number)
 
-    def render(self, max_chars: int = 1200, display: Callable[[str], str] = str) -> str:
+    def render(self, max_chars: int = 1200, display: Callable[[str], str] = str, only: list[int] | None = None
+               ) -> str:
         """The numbered evidence block of a prompt: each passage says which organisation (collection) and which
-        document it comes from, so that the model can attribute what it says."""
+        document it comes from, so that the model can attribute what it says. `only`: these numbers (kept)."""
         blocks = []
         for n, e in self.numbered():
+            if only is not None and n not in only:
+                continue
             head = f"[{n}] {display(e.collection)} | {e.title}" + (f" — {e.section}" if e.section else "")
-            blocks.append(f"{head}\n{_cut(e.text, max_chars)}")
+            blocks.append(f"{head}\n{_cut(_without_header(e), max_chars)}")
         return "\n\n".join(blocks)
 
-    def facts_block(self, facts: list[Fact], display: Callable[[str], str] = str) -> str:
-        """Key facts with the organisation their passages come from, and their `[n]`."""
+    def facts_block(self, facts: list[Fact], display: Callable[[str], str] = str, heading: str = "") -> str:
+        """Key facts with the organisation their passages come from, and their `[n]`, under `heading`.
+
+        A fact that is a sentence of a passage it cites (extractive selection) is left out: the passage is in
+        the prompt already, and on a small local model every repeated token is latency. "" when none is left."""
         by_id = {e.id: e for e in self.entries}
         lines = []
         for f in facts:
-            sources = dict.fromkeys(display(by_id[i].collection) for i in f.evidence_ids if i in by_id)
+            cited = [by_id[i] for i in f.evidence_ids if i in by_id]
+            if any(f.text in e.text for e in cited):
+                continue
+            sources = dict.fromkeys(display(e.collection) for e in cited)
             lines.append(f"- {' / '.join(sources)}: {f.text} {self.marks(f)}" if sources else f"- {f.text}")
-        return "\n".join(lines)
+        if not lines:
+            return ""
+        return (f"{heading}:\n" if heading else "") + "\n".join(lines) + "\n"
 
     def citation_filter(self) -> CitationFilter:
         return CitationFilter(len(self.entries))
@@ -95,6 +106,15 @@ class Ledger:
             seen_docs.add(e.doc_id)
             lines.append(f"[{n}] {label} ({', '.join(meta)}){link}")
         return "\n".join(lines)
+
+
+def _without_header(e: Evidence) -> str:
+    """The passage without the "[Title — Section]" line servers put first to make a chunk self-describing: the
+    block's own head already says it, and a line in brackets reads to a small model like a citation."""
+    first, _, rest = e.text.partition("\n")
+    if rest and first.startswith("[") and first.endswith("]") and e.title and e.title in first:
+        return rest.lstrip()
+    return e.text
 
 
 def _cut(text: str, max_chars: int) -> str:

@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from graph.transport import IDLE_EXPIRY_S, failure_name
 
 log = logging.getLogger(__name__)
 
+STOP_CHECK_EVERY = 16  # deltas between two `stop` checks of a streamed answer
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 
 
@@ -231,12 +232,15 @@ class LLMClient:
         raise AssertionError("unreachable")
 
     async def stream(
-        self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None
+        self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None,
+        stop: Callable[[str], bool] | None = None,
     ) -> AsyncIterator[str | Usage]:
         """Stream answer text deltas as the upstream produces them; the last item is the call's `Usage`.
 
         Retries (429/5xx/connection errors) happen only before the first answer token; a failure after it
-        raises `LLMError` so the caller can end the answer honestly.
+        raises `LLMError` so the caller can end the answer honestly. `stop(text so far)`, asked every few
+        deltas, ends the call early (a small model caught in a loop): the connection is closed, which makes
+        the upstream stop generating, and the usage is estimated.
         """
         body = self._body(messages, fast, max_tokens, stream=True)
         prompt_chars = "".join(m["content"] for m in messages)
@@ -267,6 +271,10 @@ class LLMClient:
                                 if answer:
                                     produced.append(answer)
                                     yield answer
+                            if stop and len(produced) % STOP_CHECK_EVERY == 0 and produced and stop("".join(produced)):
+                                log.warning("the model repeats itself: its answer is cut after %d deltas", len(produced))
+                                usage_payload = None  # the server's usage never comes: estimated below
+                                break
                         else:
                             if not finished:  # some servers omit [DONE], none omit finish_reason
                                 raise LLMError("upstream stream ended early", retryable=not produced)

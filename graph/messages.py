@@ -79,6 +79,8 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "\n\n*(The answer was cut off: the language model failed.)*",
     },
     "sources": {"nl": "Bronnen", "en": "Sources"},
+    "key_facts": {"nl": "Kernfeiten", "en": "Key facts"},
+    "contrast": {"nl": "Verschillen en overeenkomsten", "en": "Differences and agreements"},
     "follow_up": {"nl": "Wat zeggen de bronnen van {coll} hierover?", "en": "What do the {coll} sources say about this?"},
     "summary_mark": {"nl": "samenvatting", "en": "summary"},
 }

@@ -74,8 +74,9 @@ def settle(base: str, baseline: float, seconds: float = 3.0) -> float:
 
 @pytest.fixture
 def faulty(service, fake_llm: FakeLLM):
+    # the optional model steps on, so that a fault can hit each of them
     base = service(llm_base_url=fake_llm.base_url, llm_timeout_s=1.0, llm_max_retries=1,
-                   request_timeout_s=REQUEST_TIMEOUT_S)
+                   request_timeout_s=REQUEST_TIMEOUT_S, model_decompose=True, model_condense=True)
     good_script(fake_llm)
     httpx.post(base + "/v1/chat/completions", timeout=30,
                json={"model": "neo-nl-agent", "stream": True, "messages": [{"role": "user", "content": QUESTION}]})
@@ -170,7 +171,7 @@ def test_document_server_killed_mid_request(service, slow_docs) -> None:
 async def test_disconnect_in_any_phase_cancels_upstream_within_a_second(service, fake_llm: FakeLLM, phase) -> None:
     fake_llm.when_contains(MARKERS[phase], Reply(fault="hang"))
     good_script(fake_llm, skip=phase)
-    base = service(llm_base_url=fake_llm.base_url, llm_timeout_s=30.0)
+    base = service(llm_base_url=fake_llm.base_url, llm_timeout_s=30.0, model_decompose=True, model_condense=True)
     async with httpx.AsyncClient(timeout=30) as client:
         async with client.stream("POST", base + "/v1/chat/completions", json={
                 "model": "neo-nl-agent", "stream": True,

@@ -334,8 +334,8 @@ async def llm(fake_llm: FakeLLM):
 @pytest.mark.asyncio
 async def test_seed_comparative_in_llm_mode_runs_sub_agents_in_parallel(docs, llm, fake_llm: FakeLLM) -> None:
     _script(fake_llm)
-    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm))
-    assert calls == fake_llm.calls <= 6
+    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, model_decompose=True, model_condense=True))
+    assert calls == fake_llm.calls <= 6  # decompose, 2 condense, then each side and the contrast
     assert fake_llm.peak_in_flight >= 2  # both condense calls were in flight at the same time
     assert "[1]" in answer and "[2]" in answer and "[42]" not in answer
     assert "Beoordeling: voldoende" in steps  # decided by coverage: no judging call
@@ -347,9 +347,23 @@ async def test_comparative_over_four_collections_stays_within_six_calls(docs, ll
     _script(fake_llm)
     question = "Hoe verschillen ANVS, IAEA, de wet en security eisen voor beveiliging?"
     events, steps, answer, calls = await _run(question, _context(docs, llm), concurrency=4)
-    assert len(_started(events)) == 4
-    assert fake_llm.calls == calls == 6  # decompose + 4 sub-agents + synthesis
-    assert fake_llm.peak_in_flight == 4
+    assert len(_started(events)) == 4  # four sub-agents search in parallel
+    assert fake_llm.calls == calls == 5  # one short call per side, then the contrast
+    assert all(f"**{name}**" in answer for name in ("ANVS", "IAEA", "Wetten", "Security"))
+
+
+@pytest.mark.asyncio
+async def test_comparison_sides_see_only_their_own_passages(docs, llm, fake_llm: FakeLLM) -> None:
+    _script(fake_llm)
+    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm))
+    prompts = [r["messages"][-1]["content"] for r in fake_llm.requests]
+    assert calls == 3 and not any("Splits de vraag" in p or "onderzoeksagent" in p for p in prompts)
+    side = {name: next(p for p in prompts if f"Bronnen van {name}:" in p) for name in ("ANVS", "IAEA")}
+    assert "] ANVS |" in side["ANVS"] and "] IAEA |" not in side["ANVS"]
+    assert "] IAEA |" in side["IAEA"] and "] ANVS |" not in side["IAEA"]
+    contrast = prompts[-1]
+    assert contrast.startswith("Vraag:") and "Wat elke organisatie zegt:" in contrast
+    assert answer.index("**ANVS**") < answer.index("**IAEA**") < answer.index("**Verschillen en overeenkomsten**")
 
 
 @pytest.mark.asyncio
@@ -364,7 +378,7 @@ async def test_loop_stops_after_max_iterations_when_never_sufficient(docs, llm, 
     fake_llm.when_contains("Beoordeel of de kernfeiten", Reply(
         text='{"status": "partial", "missing": [{"source": "ANVS", "aspect": "x", "query": "ANVS veiligheidscultuur"}]}'))
     fake_llm.when_contains("Je bent NEO NL", Reply(text="Alleen IAEA [1]."))
-    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, max_iterations=3))
+    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, max_iterations=3, model_decompose=True, model_condense=True))
     rounds = [s for s in steps if s.startswith("Aanvullend onderzoek")]
     assert len(rounds) == 2  # rounds 2 and 3, then the bound
     assert "Onderzoek gestopt: maximum aantal rondes bereikt" in steps
@@ -383,7 +397,7 @@ async def test_loop_stops_when_a_retry_brings_no_new_evidence(docs, llm, fake_ll
         text='{"status": "insufficient", "missing": [{"source": "ANVS", "aspect": "x"}]}'))
     fake_llm.when_contains("Je bent NEO NL", Reply(text="Alleen IAEA [1]."))
     # same query, top_k=10: the first round already takes every hit, so a deeper look finds nothing new
-    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, top_k=10, max_iterations=3))
+    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, top_k=10, max_iterations=3, model_decompose=True, model_condense=True))
     assert "Onderzoek gestopt: geen nieuwe passages gevonden" in steps
     assert len([s for s in steps if s.startswith("Aanvullend onderzoek")]) == 1
 
@@ -425,7 +439,7 @@ async def test_dependent_sub_question_runs_after_its_prerequisite(docs, llm, fak
     fake_llm.when_contains("Je bent een onderzoeksagent", Reply(
         text=json.dumps({"facts": [{"fact": "INSAG-4 definieert veiligheidscultuur in 1991.", "sources": [1]}]})))
     fake_llm.when_contains("Je bent NEO NL", Reply(text="Vergelijking [1] [2]."))
-    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm))
+    events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, model_decompose=True, model_condense=True))
     order = [(e.agent, e.status) for e in events if isinstance(e, SubAgentStatus)]
     assert order.index(("IAEA", "done")) < order.index(("ANVS", "started"))  # sequential, not parallel
     dependent = next(s for s in steps if s.startswith("Vervolgdeelvragen"))

@@ -257,7 +257,10 @@ def test_evidence_block_names_organisation_and_document() -> None:
     assert block.startswith("[1] ANVS | Leidraad veiligheidscultuur\n") and "\n\n[2] IAEA | INSAG-4 Safety Culture\n" in block
     assert "verwacht dat de raad van bestuur van de …" in block  # cut at a word, marked
     facts = [Fact(text="Bestuur bewaakt de cultuur.", evidence_ids=["anvs/d#1"])]
-    assert ledger.facts_block(facts, display) == "- ANVS: Bestuur bewaakt de cultuur. [1]"
+    assert ledger.facts_block(facts, display, "Kernfeiten") == "Kernfeiten:\n- ANVS: Bestuur bewaakt de cultuur. [1]\n"
+    # a sentence of the passage it cites is in the prompt already
+    verbatim = [Fact(text="De ANVS verwacht dat de raad van bestuur", evidence_ids=["anvs/d#1"])]
+    assert ledger.facts_block(verbatim, display, "Kernfeiten") == ""
 
 
 def _raised(exc: BaseException, cause: BaseException | None = None) -> BaseException:
@@ -297,3 +300,64 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
     assert follow_ups == ["Wat zeggen de bronnen van FAQ hierover?", "Wat zeggen de bronnen van Mail hierover?"]
     untitled = Catalog(catalog.collections)
     assert json.loads(offline_answer("tags_generation", prompt, untitled))["tags"] == ["Kennisbank"]
+
+
+# ------------------------------------------------------------------ answers of small models
+
+@pytest.mark.parametrize("pieces, expected", [
+    # an uncited claim sentence gets the supporting passage, before its closing punctuation
+    (["De AN", "VS eist", " iets", ".", " Daarna"], "De ANVS eist iets [7]. Daarna"),
+    # a sentence that cites (before or after its full stop) passes as written
+    (["De ANVS eist iets [2]. Daarna"], "De ANVS eist iets [2]. Daarna"),
+    (["De ANVS eist iets.", " [2] En"], "De ANVS eist iets. [2] En"),
+    # no supporting passage: unchanged; list items end at the line end
+    (["De IAEA eist iets. ", "Slot"], "De IAEA eist iets. Slot"),
+    (["- ANVS lijst", "\n", "- IAEA"], "- ANVS lijst [7]\n- IAEA"),
+])
+def test_sentence_citer_cites_uncited_sentences_and_keeps_streaming(pieces: list[str], expected: str) -> None:
+    from graph.answer_stream import SentenceCiter
+
+    citer = SentenceCiter(lambda sentence: 7 if "ANVS" in sentence else None)
+    sent = [citer.feed(p) for p in pieces]
+    assert "".join(sent) + citer.flush() == expected
+    assert sent[0]  # text goes out before its sentence ends
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", False),
+    ("Een gewoon antwoord dat nergens herhaalt. " * 2, False),
+    ("Begin. " + "noodbeheersysteem, rollen en verantwoordelijkheden, infrastructuur, " * 8, True),
+])
+def test_repeating_catches_a_model_in_a_loop(text: str, expected: bool) -> None:
+    from graph.answer_stream import repeating
+
+    assert repeating(text) is expected
+
+
+def test_best_source_picks_the_passage_that_supports_the_sentence() -> None:
+    from graph.claims import best_source
+
+    display = {"anvs": "ANVS", "iaea": "IAEA"}.get
+    ledger = [_IAEA_CULTURE, _ANVS_CULTURE]
+    assert best_source("De raad van bestuur bewaakt de veiligheidscultuur actief.", ledger, "nl", display) == 2
+    # the name of the other organisation is not in that passage: no source supports the sentence
+    assert best_source("De IAEA wil dat de raad van bestuur de veiligheidscultuur bewaakt.", ledger, "nl",
+                       display) is None
+    assert best_source("Kort.", ledger, "nl", display) is None
+
+
+@pytest.mark.parametrize("query_type, per_collection, passages, expected", [
+    ("comparative", {"anvs": 4, "iaea": 3}, 6, {"anvs": [1, 2, 3], "iaea": [5, 6, 7]}),
+    ("comparative", {"anvs": 2, "iaea": 2, "security": 2, "wetten": 2}, 6,
+     {"anvs": [1, 2], "iaea": [3, 4], "security": [5, 6], "wetten": [7, 8]}),
+    ("comparative", {"anvs": 4}, 6, {}),  # one side with evidence: an ordinary answer
+    ("factual", {"anvs": 2, "iaea": 2}, 6, {}),
+])
+def test_comparison_sides(query_type: str, per_collection: dict[str, int], passages: int,
+                          expected: dict[str, list[int]]) -> None:
+    from graph.ledger import Ledger
+    from graph.nodes.synthesize import comparison_sides
+
+    entries = [_passage(c, f"tekst {c} {i}") for c, k in per_collection.items() for i in range(k)]
+    entries = [e.model_copy(update={"id": f"{e.collection}/d#{i}"}) for i, e in enumerate(entries)]
+    assert comparison_sides(query_type, [*per_collection, "leeg"], Ledger(entries), passages) == expected

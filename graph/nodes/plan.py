@@ -87,7 +87,7 @@ def accept_decomposition(plan: Decomposition, route: Route, ctx: Context) -> lis
 
 
 async def decompose(question: str, route: Route, ctx: Context) -> tuple[list[ResearchTask], Usage]:
-    if ctx.llm is None or len(route.collections) < 2:
+    if ctx.llm is None or not ctx.config.model_decompose or len(route.collections) < 2:
         return template_tasks(route, ctx), Usage()
     sources = "\n".join(
         f"- {c.name}: {c.display_name} — {c.focus}" for c in ctx.catalog.collections if c.name in route.collections

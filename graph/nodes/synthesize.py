@@ -8,8 +8,8 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from graph import messages
-from graph.answer_stream import AnswerStream
-from graph.claims import high_stakes_question, unsupported_claims
+from graph.answer_stream import AnswerStream, SentenceCiter, repeating
+from graph.claims import best_source, high_stakes_question, unsupported_claims
 from graph.context import Context
 from graph.events import SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
@@ -57,7 +57,10 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     if ctx.llm is not None:
         style = ctx.prompts.render(f"style_{route.query_type}", ctx.language)
         system = ctx.prompts.render("synthesize_system", ctx.language, style=style)
-    answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s)
+    citer = None
+    if ctx.llm is not None and ctx.config.auto_cite:
+        citer = SentenceCiter(lambda sentence: best_source(sentence, ledger.entries, ctx.language, ctx.display))
+    answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s, citer)
     try:
         usage = await write_answer(state, ctx, ledger, gaps, system, answer)
     except BaseException:  # cancelled (client gone) or failed: nothing more is sent
@@ -65,6 +68,79 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
         raise
     answer.finish()
     return {"answer": answer.text, "usage": usage}
+
+
+async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str, max_tokens: int,
+                      heading: str = "") -> Usage:
+    """One streamed model call written into the answer as it arrives (cut when the model loops); `heading`
+    (the service's text) goes out with the first piece, so a call that fails at once has written nothing."""
+    assert ctx.llm is not None
+    usage = Usage()
+    prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=repeating):
+        if isinstance(piece, Usage):
+            usage = piece
+            emit(UsageEvent(piece.prompt_tokens, piece.completion_tokens, piece.calls))
+            continue
+        if heading:
+            answer.write(heading, check=False)
+            heading = ""
+        answer.write(piece)
+    return usage
+
+
+def comparison_sides(query_type: str, collections: list[str], ledger: Ledger, passages: int
+                     ) -> dict[str, list[int]]:
+    """A comparison's sides: per routed collection with evidence, the `[n]` of its best passages (ledger order
+    is best first per collection), an even share of `passages` (at least 2). Empty unless the question is
+    comparative and at least two collections have evidence."""
+    if query_type != "comparative":
+        return {}
+    numbers = {c: [n for n, e in ledger.numbered() if e.collection == c] for c in collections}
+    numbers = {c: ns for c, ns in numbers.items() if ns}
+    if len(numbers) < 2:
+        return {}
+    share = max(2, passages // len(numbers))
+    return {c: ns[:share] for c, ns in numbers.items()}
+
+
+async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[str, list[int]],
+                      answer: AnswerStream) -> Usage:
+    """A comparison written side by side: one short streamed call per organisation that sees only its own
+    passages (so nothing it writes can be another organisation's position), under a heading the service
+    writes, then one call that contrasts what the sides said.
+
+    Measured on the local 1.5B model (docs/EVAL-LLM.md): given all passages at once it attributed one
+    organisation's text to the other, or cited a single source for both sides; this costs one call per side
+    more, each with a short prompt."""
+    language, question = ctx.language, state["question"]
+    system = ctx.prompts.render("synthesize_system", language, style="")
+    usage, written = Usage(), []
+    for collection, numbers in sides.items():
+        name = ctx.display(collection)
+        heading = ("\n\n" if written else "") + f"**{name}**\n\n"
+        if ctx.config.auto_cite:
+            answer.citer = SentenceCiter(lambda sentence, ns=numbers: side_source(sentence, ledger, ns, ctx))
+        start = len(answer.text)
+        user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
+                                  evidence=ledger.render(ctx.config.passage_chars, ctx.display, only=numbers),
+                                  example=numbers[0])
+        usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
+        answer.close()
+        written.append(f"{name}: {answer.text[start:].strip()}")
+    every = [n for numbers in sides.values() for n in numbers]
+    answer.citer = SentenceCiter(lambda s: side_source(s, ledger, every, ctx)) if ctx.config.auto_cite else None
+    heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
+    names = ", ".join(ctx.display(c) for c in sides)
+    user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
+                              names=names)
+    return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
+
+
+def side_source(sentence: str, ledger: Ledger, numbers: list[int], ctx: Context) -> int | None:
+    """`best_source` among one side's passages, as a ledger number."""
+    n = best_source(sentence, [ledger.entries[i - 1] for i in numbers], ctx.language, ctx.display)
+    return None if n is None else numbers[n - 1]
 
 
 async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[str], system: str,
@@ -84,22 +160,21 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
     emit(Step(messages.line("writing", language, n=len(ledger))))
     banner = messages.line("offline_banner", language)
     if ctx.llm is not None:
-        user = ctx.prompts.render(
-            "synthesize",
-            language,
-            question=question,
-            facts=ledger.facts_block(facts, ctx.display),
-            evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display),
-            gaps="\n".join(gaps),
-            documents=_documents_block(named_documents(state, ledger), ctx),
-        )
+        sides = comparison_sides(route.query_type, route.collections, ledger, ctx.config.prompt_passages)
         try:
-            async for piece in ctx.llm.stream([{"role": "system", "content": system}, {"role": "user", "content": user}]):
-                if isinstance(piece, Usage):
-                    usage = piece
-                    emit(UsageEvent(piece.prompt_tokens, piece.completion_tokens, piece.calls))
-                else:
-                    answer.write(piece)
+            if sides:
+                usage = await write_sides(state, ctx, ledger, sides, answer)
+            else:
+                user = ctx.prompts.render(
+                    "synthesize",
+                    language,
+                    question=question,
+                    facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
+                    evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display),
+                    gaps="\n".join(gaps),
+                    documents=_documents_block(named_documents(state, ledger), ctx),
+                )
+                usage = await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens)
             banner = ""
         except LLMError as exc:
             if answer.parts:
