@@ -23,7 +23,9 @@ from graph.sanitize import LeakFilter
 _SENTENCE_END = re.compile(r"(?<=[.!?\]])[ \t]+(?=[^\s\[])|\n")
 _MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]")
 _TAIL = re.compile(r"[.!?:;]*\s*$")
-_HELD = re.compile(r"[.!?:;\]]+\s*$")
+_HELD = re.compile(r"(?:[.!?:;\]]|\s*\[[\d,;–\s-]*\]?)+\s*$")
+# the markers that close a sentence (before or after its punctuation): the ones a repair may replace
+_CLOSING = re.compile(r"(?:\s*\[\d+(?:\s*[,;–-]\s*\d+)*\])+(?=[.!?:;]*\s*$)")
 
 
 def repeating(text: str, window: int = 120, times: int = 3) -> bool:
@@ -37,18 +39,27 @@ def repeating(text: str, window: int = 120, times: int = 3) -> bool:
 class SentenceCiter:
     """Adds `[n]` to a model's claim sentences that cite nothing, when one passage supports the sentence
     (`graph.claims.best_source`): small local models often write an answer from the numbered passages without
-    a single marker. Text streams on as it comes; only a sentence's closing punctuation waits for the next
-    piece, which shows whether the sentence ended uncited (then " [n]" goes before the punctuation)."""
+    a single marker, or close a sentence with the number of the passage next to the right one. Text streams on
+    as it comes; only a sentence's closing punctuation and markers wait for the next piece, which shows where
+    the sentence ends. Then an uncited sentence gets " [n]" before its punctuation, and closing markers whose
+    passages do not support the sentence (`supported`) are replaced by the one passage that does, if any."""
 
-    def __init__(self, cite: Callable[[str], int | None]) -> None:
+    def __init__(self, cite: Callable[[str], int | None], supported: Callable[[str], bool] = lambda _: True) -> None:
         self.cite = cite
+        self.supported = supported
         self._current = ""  # the sentence so far (sent)
         self._held = ""  # its closing punctuation and spaces (not sent yet)
 
     def _end(self, part: str) -> str:
         sentence, self._current = self._current + part, ""
-        if _MARKER.search(sentence) or not sentence.strip():
+        if not sentence.strip():
             return part
+        if _MARKER.search(sentence):
+            closing = _CLOSING.search(part)
+            if closing is None or self.supported(sentence):
+                return part
+            n = self.cite(sentence)
+            return part if n is None else f"{part[:closing.start()]} [{n}]{part[closing.end():]}"
         n = self.cite(sentence)
         if n is None:
             return part

@@ -313,11 +313,15 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
     # no supporting passage: unchanged; list items end at the line end
     (["De IAEA eist iets. ", "Slot"], "De IAEA eist iets. Slot"),
     (["- ANVS lijst", "\n", "- IAEA"], "- ANVS lijst [7]\n- IAEA"),
+    # a closing marker whose passage does not support the sentence is replaced by the one that does
+    (["De ANVS eist iets [", "9].", " Daarna"], "De ANVS eist iets [7]. Daarna"),
+    (["De ANVS eist iets.", " [9]", "\nDaarna"], "De ANVS eist iets. [7]\nDaarna"),
+    (["De IAEA eist iets [9]. Daarna"], "De IAEA eist iets [9]. Daarna"),  # no better passage: as written
 ])
 def test_sentence_citer_cites_uncited_sentences_and_keeps_streaming(pieces: list[str], expected: str) -> None:
     from graph.answer_stream import SentenceCiter
 
-    citer = SentenceCiter(lambda sentence: 7 if "ANVS" in sentence else None)
+    citer = SentenceCiter(lambda sentence: 7 if "ANVS" in sentence else None, lambda sentence: "[9]" not in sentence)
     sent = [citer.feed(p) for p in pieces]
     assert "".join(sent) + citer.flush() == expected
     assert sent[0]  # text goes out before its sentence ends

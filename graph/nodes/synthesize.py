@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 
 from graph import messages
 from graph.answer_stream import AnswerStream, SentenceCiter, repeating
-from graph.claims import best_source, high_stakes_question, unsupported_claims
+from graph.claims import best_source, cited_numbers, high_stakes_question, sentence_supported, unsupported_claims
 from graph.context import Context
 from graph.events import SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
@@ -59,7 +59,8 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
         system = ctx.prompts.render("synthesize_system", ctx.language, style=style)
     citer = None
     if ctx.llm is not None and ctx.config.auto_cite:
-        citer = SentenceCiter(lambda sentence: best_source(sentence, ledger.entries, ctx.language, ctx.display))
+        citer = SentenceCiter(lambda sentence: best_source(sentence, ledger.entries, ctx.language, ctx.display),
+                              lambda sentence: cites_support(sentence, ledger, ctx))
     answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s, citer)
     try:
         usage = await write_answer(state, ctx, ledger, gaps, system, answer)
@@ -120,7 +121,8 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
         name = ctx.display(collection)
         heading = ("\n\n" if written else "") + f"**{name}**\n\n"
         if ctx.config.auto_cite:
-            answer.citer = SentenceCiter(lambda sentence, ns=numbers: side_source(sentence, ledger, ns, ctx))
+            answer.citer = SentenceCiter(lambda sentence, ns=numbers: side_source(sentence, ledger, ns, ctx),
+                                         lambda sentence: cites_support(sentence, ledger, ctx))
         start = len(answer.text)
         user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
                                   evidence=ledger.render(ctx.config.passage_chars, ctx.display, only=numbers),
@@ -129,12 +131,19 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
         answer.close()
         written.append(f"{name}: {answer.text[start:].strip()}")
     every = [n for numbers in sides.values() for n in numbers]
-    answer.citer = SentenceCiter(lambda s: side_source(s, ledger, every, ctx)) if ctx.config.auto_cite else None
+    answer.citer = SentenceCiter(lambda s: side_source(s, ledger, every, ctx),
+                                 lambda s: cites_support(s, ledger, ctx)) if ctx.config.auto_cite else None
     heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
     names = ", ".join(ctx.display(c) for c in sides)
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
                               names=names)
     return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
+
+
+def cites_support(sentence: str, ledger: Ledger, ctx: Context) -> bool:
+    """The passages a sentence cites support it (the support check of one sentence)."""
+    cited = [ledger.entries[n - 1] for n in cited_numbers(sentence, len(ledger))]
+    return not cited or sentence_supported(sentence, cited, ctx.language, ctx.display)
 
 
 def side_source(sentence: str, ledger: Ledger, numbers: list[int], ctx: Context) -> int | None:
