@@ -504,3 +504,16 @@ def test_unusable_replies_are_rejected(reply: str) -> None:
 
     with pytest.raises(ValueError):
         read_json(reply, JudgeReply)
+
+
+@pytest.mark.asyncio
+async def test_llm_mode_declines_without_a_summary_call_when_no_passage_covers_the_question(
+        docs, llm, fake_llm: FakeLLM) -> None:
+    """The decline rule decides before the model is asked: a small model given near misses answers from them."""
+    fake_llm.when_contains("Classificeer de vraag", Reply(text='{"query_type": "factual", "collections": ["anvs"]}'))
+    fake_llm.when_contains("Antwoord uitsluitend met JSON", Reply(text=json.dumps({"facts": [{"fact": "F.", "sources": [1]}]})))
+    fake_llm.when_contains("Je bent NEO NL", Reply(text="Een verzonnen prijs [1]."))
+    _, steps, answer, _ = await _run("Wat is de actuele spotprijs van uranium per pond?", _context(docs, llm))
+    prompts = [r["messages"][-1]["content"] for r in fake_llm.requests]
+    assert not any("Antwoord uitsluitend met JSON" in p or "Je bent NEO NL" in p for p in prompts)
+    assert "verzonnen" not in answer and "geen passages gevonden" in answer
