@@ -336,6 +336,8 @@ async def test_seed_comparative_in_llm_mode_runs_sub_agents_in_parallel(docs, ll
     _script(fake_llm)
     events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, model_decompose=True, model_condense=True))
     assert calls == fake_llm.calls <= 6  # decompose, 2 condense, then each side and the contrast
+    sides = [r["messages"][-1]["content"] for r in fake_llm.requests if "Bronnen van " in r["messages"][-1]["content"]]
+    assert len(sides) == 2 and all("Kernfeiten:\n- " in p and "Veiligheidscultuur staat voorop." in p for p in sides)
     assert fake_llm.peak_in_flight >= 2  # both condense calls were in flight at the same time
     assert "[1]" in answer and "[2]" in answer and "[42]" not in answer
     assert "Beoordeling: voldoende" in steps  # decided by coverage: no judging call

@@ -124,8 +124,11 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
             answer.citer = SentenceCiter(lambda sentence, ns=numbers: side_source(sentence, ledger, ns, ctx),
                                          lambda sentence: cites_support(sentence, ledger, ctx))
         start = len(answer.text)
+        own = {ledger.entries[n - 1].id for n in numbers}
+        facts = [f for f in state["facts"] if own.intersection(f.evidence_ids)]  # MODEL_CONDENSE's, if any
         user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
                                   evidence=ledger.render(ctx.config.passage_chars, ctx.display, only=numbers),
+                                  facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
                                   example=numbers[0])
         usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
         answer.close()
