@@ -250,3 +250,16 @@ def test_held_answer_text_is_sent_when_the_upstream_pauses(llm_service, fake_llm
     assert "".join(text for text, _ in arrivals).startswith("alfa beta gamma delta epsilon [1].")
     held = next(t for text, t in arrivals if "beta" in text)
     assert held < upstream_end  # sent by the timer, not only when the stream ended
+
+
+def test_a_model_that_repeats_itself_is_cut_off(llm_service, fake_llm: FakeLLM) -> None:
+    loop = "noodbeheersysteem, rollen en verantwoordelijkheden, infrastructuur, "
+    script(fake_llm, answer=Reply(text="De vergunning vervalt in 2033 [1]. " + loop * 200, token_delay_s=0.001))
+    base = llm_service()
+    response = httpx.post(base + "/v1/chat/completions", json=body(stream_options={"include_usage": True}), timeout=30)
+    _, answer = answer_of(response)
+    assert "vervalt in 2033 [1]" in answer and "**Bronnen**" in answer
+    assert answer.count(loop.strip()) < 20  # cut soon after the loop shows, not at the upstream's end
+    assert fake_llm.wait_idle_sync() and fake_llm.disconnects >= 1  # the upstream call was closed
+    usage = chunks(sse_events(response))[-1]["usage"]
+    assert usage["upstream_calls"] == 2  # the cut call still counts

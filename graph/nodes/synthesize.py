@@ -111,9 +111,9 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     passages (so nothing it writes can be another organisation's position), under a heading the service
     writes, then one call that contrasts what the sides said.
 
-    Measured on the local 1.5B model (docs/EVAL-LLM.md): given all passages at once it attributed one
-    organisation's text to the other, or cited a single source for both sides; this costs one call per side
-    more, each with a short prompt."""
+    Why: given all passages of a comparison at once, the local 1.5B model (`make llm`) wrote answers without
+    a single `[n]`, cited one organisation's passage for both sides, or looped; side by side it cites each side
+    (tests/llm). It costs one short call per side plus the contrast (3 over two collections, 5 over four)."""
     language, question = ctx.language, state["question"]
     system = ctx.prompts.render("synthesize_system", language, style="")
     usage, written = Usage(), []
