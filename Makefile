@@ -55,8 +55,12 @@ $(VENV)/.installed-eval: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[eval]'
 	@touch $@
 
+# `make eval LLM=local` adds the LLM-mode report (docs/EVAL-LLM.md) against `make llm`
 eval: $(VENV)/.installed-eval
 	$(PY) -m eval.run $(EVAL_ARGS)
+ifeq ($(LLM),local)
+	$(MAKE) eval-llm
+endif
 
 # LLM mode beside offline mode on a fixed subset (gold set + HotpotQA), against `make llm` on LLM_PORT
 eval-llm: $(VENV)/.installed-eval
