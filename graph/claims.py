@@ -111,11 +111,10 @@ def best_source(sentence: str, ledger: list[Evidence], language: Language,
     words = _stems(claim)
     if len(words) < 3:
         return None
-    best, best_share = None, threshold
-    for n, e in enumerate(ledger, 1):
+    best, best_share = None, 0.0
+    for n, e in enumerate(ledger, 1):  # the first of equally good passages wins
         share = len(words & _source_stems(e.text)) / len(words)
-        if share >= best_share and (best is None or share > best_share) and sentence_supported(
-                sentence, [e], language, display):
+        if share >= threshold and share > best_share and sentence_supported(sentence, [e], language, display):
             best, best_share = n, share
     return best
 

@@ -41,9 +41,15 @@ class Catalog:
         self.names = names
         self.topic = topic or {}
         self._display = {c.name: c.display_name for c in collections}
+        self._written = {key: c.name for c in collections for key in (c.display_name.lower(), c.name.lower())}
 
     def display(self, name: str) -> str:
         return self._display.get(name, name)
+
+    def resolve(self, written: str) -> str | None:
+        """The collection a model's reply means: its name or display name, in any case (small models write a
+        source as it reads, not by its key)."""
+        return self._written.get(written.strip().lower())
 
     def display_names(self) -> dict[str, str]:
         return dict(self._display)

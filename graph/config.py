@@ -20,10 +20,10 @@ class PipelineConfig:
     ledger_limit: int = 12  # evidence entries the answer may cite
     prompt_passages: int = 6  # passages one summarising model call reads (the best ones)
     passage_chars: int = 800  # characters of a passage in a prompt
-    # Optional model steps of a comparison (off: per-collection templates and extractive fact selection, which
-    # cost milliseconds; docs/EVAL-LLM.md measures both on the local model)
     answer_max_tokens: int = 1000  # the longest answer a model may write (about 600 words)
     auto_cite: bool = True  # a model's claim sentences without [n] get the passage that supports them
+    # Optional model steps of a comparison (off: per-collection templates and extractive fact selection, which
+    # cost milliseconds; on the local model each call took 7-22 s)
     model_decompose: bool = False
     model_condense: bool = False
     stream_interval_s: float = 0.0  # answer deltas closer together than this are sent as one (0 = every delta)

@@ -365,6 +365,7 @@ async def test_comparison_sides_see_only_their_own_passages(docs, llm, fake_llm:
     assert "] IAEA |" in side["IAEA"] and "] ANVS |" not in side["IAEA"]
     contrast = prompts[-1]
     assert contrast.startswith("Vraag:") and "Wat elke organisatie zegt:" in contrast
+    assert "ANVS: IAEA zegt dit" in contrast  # each side's text once, without the heading the service wrote
     assert answer.index("**ANVS**") < answer.index("**IAEA**") < answer.index("**Verschillen en overeenkomsten**")
 
 

@@ -365,3 +365,15 @@ def test_comparison_sides(query_type: str, per_collection: dict[str, int], passa
     entries = [_passage(c, f"tekst {c} {i}") for c, k in per_collection.items() for i in range(k)]
     entries = [e.model_copy(update={"id": f"{e.collection}/d#{i}"}) for i, e in enumerate(entries)]
     assert comparison_sides(query_type, [*per_collection, "leeg"], Ledger(entries), passages) == expected
+
+
+@pytest.mark.parametrize("written, expected", [
+    ("iaea", "iaea"), ("IAEA", "iaea"), (" Wetten ", "wetten_overheid"), ("WETTEN_OVERHEID", "wetten_overheid"),
+    ("wet", None), ("", None),
+])
+def test_catalog_resolves_a_collection_as_a_model_writes_it(written: str, expected: str | None) -> None:
+    from graph.collections import Catalog, Collection
+
+    catalog = Catalog([Collection(name="iaea", display_name="IAEA"),
+                       Collection(name="wetten_overheid", display_name="Wetten")])
+    assert catalog.resolve(written) == expected

@@ -58,12 +58,9 @@ def accept_decomposition(plan: Decomposition, route: Route, ctx: Context) -> lis
     """Known collections only, 2 to 5 sub-questions, at least one per routed collection."""
     tasks: list[ResearchTask] = []
     ids: dict[int, str] = {}
-    # small models name a source as it reads ("IAEA"), not by its key ("iaea")
-    names = {key: c.name for c in ctx.catalog.collections if c.name in route.collections
-             for key in (c.name.lower(), c.display_name.lower())}
     for number, item in enumerate(plan.sub_questions, 1):
-        collection = names.get(item.collection.strip().lower())
-        if collection is None:
+        collection = ctx.catalog.resolve(item.collection)  # small models write "IAEA", not the key "iaea"
+        if collection not in route.collections:
             continue
         item = item.model_copy(update={"collection": collection})
         n = sum(t.collection == item.collection for t in tasks)

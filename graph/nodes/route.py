@@ -22,10 +22,10 @@ class RouteReply(BaseModel):
 
 def accept_route(reply: RouteReply, ctx: Context, question: str) -> Route:
     known = ctx.catalog.names
-    named = {c.strip().lower() for c in reply.collections}
-    chosen = [name for name in known if name.lower() in named]
-    if named and not chosen:
-        raise ValueError(f"no configured collection among {sorted(named)}")
+    named = {ctx.catalog.resolve(c) for c in reply.collections}
+    chosen = [name for name in known if name in named]
+    if reply.collections and not chosen:
+        raise ValueError(f"no configured collection among {sorted(reply.collections)}")
     chosen = chosen or known  # no collection named: all of them, never a single-collection guess
     return Route(query_type=reply.query_type, collections=chosen, reason="model",
                  search_query=focus_terms(question, ctx.catalog.collections))

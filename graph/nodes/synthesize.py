@@ -57,10 +57,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     if ctx.llm is not None:
         style = ctx.prompts.render(f"style_{route.query_type}", ctx.language)
         system = ctx.prompts.render("synthesize_system", ctx.language, style=style)
-    citer = None
-    if ctx.llm is not None and ctx.config.auto_cite:
-        citer = SentenceCiter(lambda sentence: best_source(sentence, ledger.entries, ctx.language, ctx.display),
-                              lambda sentence: cites_support(sentence, ledger, ctx))
+    citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s, citer)
     try:
         usage = await write_answer(state, ctx, ledger, gaps, system, answer)
@@ -120,10 +117,8 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     for collection, numbers in sides.items():
         name = ctx.display(collection)
         heading = ("\n\n" if written else "") + f"**{name}**\n\n"
-        if ctx.config.auto_cite:
-            answer.citer = SentenceCiter(lambda sentence, ns=numbers: side_source(sentence, ledger, ns, ctx),
-                                         lambda sentence: cites_support(sentence, ledger, ctx))
-        start = len(answer.text)
+        answer.citer = citer_for(ledger, numbers, ctx)
+        start = len(answer.text) + len(heading)  # the heading goes out with the first piece
         own = {ledger.entries[n - 1].id for n in numbers}
         facts = [f for f in state["facts"] if own.intersection(f.evidence_ids)]  # MODEL_CONDENSE's, if any
         user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
@@ -133,9 +128,7 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
         usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
         answer.close()
         written.append(f"{name}: {answer.text[start:].strip()}")
-    every = [n for numbers in sides.values() for n in numbers]
-    answer.citer = SentenceCiter(lambda s: side_source(s, ledger, every, ctx),
-                                 lambda s: cites_support(s, ledger, ctx)) if ctx.config.auto_cite else None
+    answer.citer = citer_for(ledger, [n for numbers in sides.values() for n in numbers], ctx)
     heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
     names = ", ".join(ctx.display(c) for c in sides)
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
@@ -143,16 +136,22 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
 
 
-def cites_support(sentence: str, ledger: Ledger, ctx: Context) -> bool:
-    """The passages a sentence cites support it (the support check of one sentence)."""
-    cited = [ledger.entries[n - 1] for n in cited_numbers(sentence, len(ledger))]
-    return not cited or sentence_supported(sentence, cited, ctx.language, ctx.display)
+def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter | None:
+    """The `AUTO_CITE` citer of a model's text that may cite the passages `numbers` (a comparison side's, or
+    all): an uncited or wrongly cited sentence gets the one of them that supports it."""
+    if not ctx.config.auto_cite:
+        return None
+    candidates = [ledger.entries[n - 1] for n in numbers]
 
+    def cite(sentence: str) -> int | None:
+        n = best_source(sentence, candidates, ctx.language, ctx.display)
+        return None if n is None else numbers[n - 1]
 
-def side_source(sentence: str, ledger: Ledger, numbers: list[int], ctx: Context) -> int | None:
-    """`best_source` among one side's passages, as a ledger number."""
-    n = best_source(sentence, [ledger.entries[i - 1] for i in numbers], ctx.language, ctx.display)
-    return None if n is None else numbers[n - 1]
+    def supported(sentence: str) -> bool:
+        cited = [ledger.entries[n - 1] for n in cited_numbers(sentence, len(ledger))]
+        return not cited or sentence_supported(sentence, cited, ctx.language, ctx.display)
+
+    return SentenceCiter(cite, supported)
 
 
 async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[str], system: str,
