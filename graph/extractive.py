@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from graph import messages
 from graph.language import detect_language
-from graph.ledger import Ledger
+from graph.ledger import Ledger, answer_order
 from graph.models import Evidence, Fact, Language
 from textkit import analyze
 
@@ -130,13 +130,16 @@ def template_answer(
     banner: str,
     documents: list[dict] | None = None,
 ) -> str:
-    """A cited answer built from facts: grouped per collection when more than one collection contributes."""
-    collection_of = {e.id: e.collection for e in ledger}
+    """A cited answer built from facts (each sentence once): grouped per collection when more than one
+    collection contributes, in the order that numbered the ledger (`answer_order`), so `[n]` rise as they
+    are first cited."""
     groups: dict[str, list[str]] = {}
-    for fact in facts:
-        cites = ledger.marks(fact)
-        if cites:
-            groups.setdefault(collection_of[fact.evidence_ids[0]], []).append(f"- {fact.text} {cites}")
+    written: set[str] = set()
+    for fact in answer_order(facts, ledger.passages()):
+        cites, entry = ledger.marks(fact), next(filter(None, map(ledger.entry, fact.evidence_ids)), None)
+        if cites and entry and fact.text not in written:
+            written.add(fact.text)
+            groups.setdefault(entry.collection, []).append(f"- {fact.text} {cites}")
     parts = [banner]
     if documents:
         parts += ["", messages.line("documents_intro", language)]

@@ -4,6 +4,10 @@ A `Ledger` numbers evidence (1-based) once, and everything that depends on those
 evidence block of a prompt, the citations of a fact, the facts a model reply cites, the filter that drops
 every `[n]` without an entry while the answer streams, and the sources list, which is rendered from the
 ledger, never written by the model.
+
+The answer's ledger (`for_answer`) has one entry per document: the cited passages of a document are its
+anchors (sections), so a document is one source however many of its chunks the facts cite, and the entries
+are numbered in the order the answer first cites them.
 """
 
 from __future__ import annotations
@@ -27,16 +31,27 @@ def order_evidence(evidence: list[Evidence], collections: list[str]) -> list[Evi
 
 
 class Ledger:
-    def __init__(self, entries: Iterable[Evidence]) -> None:
+    def __init__(self, entries: Iterable[Evidence], aliases: dict[str, int] | None = None) -> None:
         self.entries = list(entries)
-        self._number = {e.id: n for n, e in enumerate(self.entries, 1)}
+        self._number = {e.id: n for n, e in enumerate(self.entries, 1)} | (aliases or {})
 
     @classmethod
     def for_answer(cls, facts: list[Fact], evidence: list[Evidence], collections: list[str], limit: int) -> Ledger:
-        """The evidence the facts rest on, in stable order. No facts, no ledger: the answer then declines
-        rather than writing from passages that nothing showed to be relevant."""
-        cited = {i for f in facts for i in f.evidence_ids}
-        return cls([e for e in order_evidence(evidence, collections) if e.id in cited][:limit])
+        """The documents the facts rest on, one entry each, numbered in the order the facts (as the answer
+        presents them, `answer_order`) first cite them; at most `limit`. No facts, no ledger: the answer then
+        declines rather than writing from passages that nothing showed to be relevant."""
+        by_id = {e.id: e for e in evidence}
+        chunks: dict[tuple[str, str], list[Evidence]] = {}
+        for fact in answer_order(facts, evidence):
+            for i in fact.evidence_ids:
+                if i in by_id:
+                    e = by_id[i]
+                    parts = chunks.setdefault((e.collection, e.doc_id), [])
+                    if e not in parts and (len(chunks) <= limit or parts):
+                        parts.append(e)
+        documents = [parts for parts in chunks.values() if parts][:limit]
+        aliases = {e.id: n for n, parts in enumerate(documents, 1) for e in parts}
+        return cls([_document_entry(parts) for parts in documents], aliases)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -51,19 +66,30 @@ class Ledger:
         """The evidence ids of cited numbers, in order, without repeats; numbers outside the ledger are dropped."""
         return [self.entries[n - 1].id for n in dict.fromkeys(numbers) if 1 <= n <= len(self.entries)]
 
+    def passages(self) -> list[Evidence]:
+        """Every passage id the ledger numbers (a document's other cited chunks too), as its entry."""
+        return [self.entries[n - 1].model_copy(update={"id": i}) for i, n in self._number.items()]
+
+    def entry(self, evidence_id: str) -> Evidence | None:
+        """The entry (document) a passage id belongs to."""
+        n = self._number.get(evidence_id)
+        return self.entries[n - 1] if n else None
+
     def marks(self, fact: Fact) -> str:
         """`[n]` for each of a fact's evidence ids in the ledger."""
-        return "".join(f"[{self._number[i]}]" for i in fact.evidence_ids if i in self._number)
+        return "".join(f"[{n}]" for n in dict.fromkeys(self._number[i] for i in fact.evidence_ids if i in self._number))
 
-    def render(self, max_chars: int = 1200, display: Callable[[str], str] = str, only: list[int] | None = None
-               ) -> str:
+    def render(self, max_chars: int = 1200, display: Callable[[str], str] = str, only: list[int] | None = None,
+               summary_mark: str = "") -> str:
         """The numbered evidence block of a prompt: each passage says which organisation (collection) and which
-        document it comes from, so that the model can attribute what it says. `only`: these numbers (kept)."""
+        document it comes from, so that the model can attribute what it says, and, when its metadata says so,
+        that it is a summary (`summary_mark`). `only`: these numbers (kept)."""
         blocks = []
         for n, e in self.numbered():
             if only is not None and n not in only:
                 continue
             head = f"[{n}] {display(e.collection)} | {e.title}" + (f" — {e.section}" if e.section else "")
+            head += f" ({summary_mark})" if summary_mark and e.summary else ""
             blocks.append(f"{head}\n{_cut(_without_header(e), max_chars)}")
         return "\n\n".join(blocks)
 
@@ -88,24 +114,48 @@ class Ledger:
         return CitationFilter(len(self.entries))
 
     def sources(self, cited: list[int], language: Language, display: Callable[[str], str]) -> str:
-        """Markdown sources list; cited entries keep their ledger numbers (all entries when none was cited)."""
+        """Markdown sources list, one line per document with its sections (anchors) and URL; cited entries keep
+        their ledger numbers (all entries when none was cited)."""
         numbers = sorted(cited) if cited else list(range(1, len(self.entries) + 1))
         if not numbers:
             return ""
         lines = [f"**{messages.line('sources', language)}**", ""]
-        seen_docs: set[str] = set()
         for n in numbers:
             e = self.entries[n - 1]
-            label = f"{e.title}" + (f", {e.section}" if e.section else "")
+            label = f"{e.title}" + (f", {e.section}" if e.section and e.section != e.title else "")
             meta = [display(e.collection)]
             if e.year:
                 meta.append(str(e.year))
             if e.summary:
                 meta.append(messages.line("summary_mark", language))
-            link = f" — {e.url}" if e.url and e.doc_id not in seen_docs else ""
-            seen_docs.add(e.doc_id)
+            link = f" — {e.url}" if e.url else ""
             lines.append(f"[{n}] {label} ({', '.join(meta)}){link}")
         return "\n".join(lines)
+
+    def summaries(self) -> list[int]:
+        """The numbers of entries whose metadata marks them as summaries."""
+        return [n for n, e in self.numbered() if e.summary]
+
+
+def answer_order(facts: list[Fact], evidence: Iterable[Evidence]) -> list[Fact]:
+    """Facts as an answer presents them: grouped by the collection of their first passage, groups in order of
+    their first fact, facts in their own order within a group (what the offline template writes)."""
+    collection = {e.id: e.collection for e in evidence}
+    first: dict[str, int] = {}
+    for f in facts:
+        first.setdefault(collection.get(f.evidence_ids[0], "") if f.evidence_ids else "", len(first))
+    return sorted(facts, key=lambda f: first[collection.get(f.evidence_ids[0], "") if f.evidence_ids else ""])
+
+
+def _document_entry(parts: list[Evidence]) -> Evidence:
+    """One document's cited passages as one ledger entry: the first passage's identity, every passage's text
+    (each without the server's header line) and their sections as the document's anchors."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    sections = "; ".join(dict.fromkeys(p.section for p in parts if p.section))
+    text = "\n\n".join(_without_header(p) for p in parts)
+    return first.model_copy(update={"text": text, "section": sections, "relevance": max(p.relevance for p in parts)})
 
 
 def _without_header(e: Evidence) -> str:

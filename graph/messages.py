@@ -58,9 +58,23 @@ _LINES: dict[str, dict[Language, str]] = {
     },
     "offline_banner": {
         "nl": "*Er is geen taalmodel geconfigureerd: dit antwoord is extractief samengesteld uit de gevonden "
-        "passages. De bronnen zijn samenvattingen, niet de officiële teksten.*",
-        "en": "*No language model is configured: this answer is assembled extractively from the passages found. "
-        "The sources are summaries, not the official texts.*",
+        "passages.*",
+        "en": "*No language model is configured: this answer is assembled extractively from the passages found.*",
+    },
+    # only when a source's metadata marks it as a summary (never for official texts or unmarked documents)
+    "summaries_note": {
+        "nl": "*Bronnen gemarkeerd als samenvatting ({numbers}) zijn samenvattingen, niet de officiële teksten.*",
+        "en": "*Sources marked as summary ({numbers}) are summaries, not the official texts.*",
+    },
+    "summaries_rule": {
+        "nl": "- Bronnen met (samenvatting) in hun kop zijn samenvattingen; presenteer ze niet als de letterlijke "
+        "tekst van een norm of wet.\n",
+        "en": "- Sources with (summary) in their heading are summaries; do not present them as the literal text of "
+        "a standard or law.\n",
+    },
+    "instructions": {
+        "nl": "De gebruiker vroeg ook: {texts} Volg dat voor de vorm van het antwoord, binnen de regels.",
+        "en": "The user also asked: {texts} Follow that for the form of the answer, within the rules.",
     },
     "fallback_banner": {
         "nl": "*Het taalmodel was niet beschikbaar ({error}): dit antwoord is extractief samengesteld uit de "

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 from graph.context import Context
 from graph.events import ThoughtEvent
+from graph.instructions import split as split_instructions
 from graph.language import detect_language
 from graph.loop import Loop
 from graph.models import Turn, Usage
@@ -43,10 +44,11 @@ class NodeTimings:
 
 def start(turns: list[Turn], context: Context, tenant: str = "anonymous") -> tuple[State, Context]:
     """Pipeline state and the request's context for a conversation whose last turn is the user's question."""
-    question = turns[-1].content.strip()
-    state = State(question=question, history=turns[:-1], route=None, documents=[], loop=Loop(), evidence=[],
-                  facts=[], outcomes=[], gaps=[], answer="", usage=Usage())
-    return state, context.for_request(language=detect_language(question), tenant=tenant)
+    question, instructions = split_instructions(turns[-1].content.strip())
+    state = State(question=question, instructions=instructions, history=turns[:-1], route=None, documents=[],
+                  loop=Loop(), evidence=[], facts=[], outcomes=[], gaps=[], answer="", usage=Usage())
+    language = instructions.language or detect_language(question)
+    return state, context.for_request(language=language, tenant=tenant)
 
 
 async def run_pipeline(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, TypedDict
 
+from graph.instructions import Instructions
 from graph.loop import Loop
 from graph.models import Evidence, Fact, Outcome, Route, Turn, Usage
 
@@ -27,7 +28,8 @@ def merge_facts(left: list[Fact], right: list[Fact]) -> list[Fact]:
 
 
 class State(TypedDict):
-    question: str  # the standalone question (`route` rewrites a follow-up)
+    question: str  # the standalone question (`route` rewrites a follow-up), without answer instructions
+    instructions: Instructions  # what the user asked about the answer ("answer briefly"): synthesis only
     history: list[Turn]
     route: Route | None  # set by `route`, the first node
     documents: list[dict]  # exploratory/deep-dive: list_documents hits

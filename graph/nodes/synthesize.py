@@ -13,11 +13,13 @@ from graph.claims import best_source, cited_numbers, high_stakes_question, sente
 from graph.context import Context
 from graph.events import SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
-from graph.ledger import Ledger
+from graph.ledger import Ledger, answer_order
 from graph.llm import LLMError
 from graph.models import Usage
 from graph.state import State
 from graph.structured import fallback
+
+BRIEF_FACTS = 3  # facts of an extractive answer the user asked to keep brief
 
 
 def named_documents(state: State, ledger: Ledger) -> list[dict]:
@@ -41,6 +43,23 @@ def _documents_block(documents: list[dict], ctx: Context) -> str:
     return "Documents:\n" + "\n".join(lines)
 
 
+def system_prompt(ctx: Context, ledger: Ledger, style: str) -> str:
+    """The synthesis rules; the rule about summaries only when a source's metadata marks it as one."""
+    summaries = messages.line("summaries_rule", ctx.language) if ledger.summaries() else ""
+    return ctx.prompts.render("synthesize_system", ctx.language, style=style, summaries=summaries)
+
+
+def instructions_line(state: State, language: str) -> str:
+    """The user's instructions about the answer ("answer briefly"), kept out of retrieval, for the model."""
+    texts = state["instructions"].texts
+    return messages.line("instructions", language, texts=" ".join(texts)) if texts else ""
+
+
+def evidence_block(ctx: Context, ledger: Ledger, only: list[int] | None = None) -> str:
+    return ledger.render(ctx.config.passage_chars, ctx.display, only=only,
+                         summary_mark=messages.line("summary_mark", ctx.language))
+
+
 def check_claims(setting: str, high_stakes: bool) -> bool:
     """Whether a model's answer gets the support check: CLAIM_CHECK=on (the default) always, auto only for
     high-stakes questions, off never."""
@@ -56,7 +75,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     system = ""
     if ctx.llm is not None:
         style = ctx.prompts.render(f"style_{route.query_type}", ctx.language)
-        system = ctx.prompts.render("synthesize_system", ctx.language, style=style)
+        system = system_prompt(ctx, ledger, style)
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s, citer)
     try:
@@ -112,7 +131,7 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     a single `[n]`, cited one organisation's passage for both sides, or looped; side by side it cites each side
     (tests/llm). It costs one short call per side plus the contrast (3 over two collections, 5 over four)."""
     language, question = ctx.language, state["question"]
-    system = ctx.prompts.render("synthesize_system", language, style="")
+    system = system_prompt(ctx, ledger, "")
     usage, written = Usage(), []
     for collection, numbers in sides.items():
         name = ctx.display(collection)
@@ -122,9 +141,9 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
         own = {ledger.entries[n - 1].id for n in numbers}
         facts = [f for f in state["facts"] if own.intersection(f.evidence_ids)]  # MODEL_CONDENSE's, if any
         user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
-                                  evidence=ledger.render(ctx.config.passage_chars, ctx.display, only=numbers),
+                                  evidence=evidence_block(ctx, ledger, numbers),
                                   facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
-                                  example=numbers[0])
+                                  example=numbers[0], instructions=instructions_line(state, language))
         usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
         answer.close()
         written.append(f"{name}: {answer.text[start:].strip()}")
@@ -132,7 +151,7 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
     names = ", ".join(ctx.display(c) for c in sides)
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
-                              names=names)
+                              names=names, instructions=instructions_line(state, language))
     return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
 
 
@@ -181,9 +200,10 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
                     language,
                     question=question,
                     facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
-                    evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display),
+                    evidence=evidence_block(ctx, ledger),
                     gaps="\n".join(gaps),
                     documents=_documents_block(named_documents(state, ledger), ctx),
+                    instructions=instructions_line(state, language),
                 )
                 usage = await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens)
             banner = ""
@@ -198,7 +218,12 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
                          messages.line("llm_fallback", language, error=type(exc).__name__))
                 banner = messages.line("fallback_banner", language, error="upstream")
     if banner:
-        answer.write(template_answer(facts, ledger, language, ctx.display, banner, named_documents(state, ledger)))
+        if summaries := ledger.summaries():
+            numbers = ", ".join(f"[{n}]" for n in summaries)
+            banner += "\n" + messages.line("summaries_note", language, numbers=numbers)
+        # an extractive answer honours a request for a brief answer with its best facts only
+        shown = answer_order(facts, state["evidence"])[:BRIEF_FACTS] if state["instructions"].brief else facts
+        answer.write(template_answer(shown, ledger, language, ctx.display, banner, named_documents(state, ledger)))
     answer.close()
     high_stakes = ctx.catalog.high_stakes(route.collections) or high_stakes_question(question)
     if not banner and check_claims(ctx.config.claim_check, high_stakes):
