@@ -55,7 +55,9 @@ $(VENV)/.installed-eval: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[eval]'
 	@touch $@
 
-# `make eval LLM=local` adds the LLM-mode report (docs/EVAL-LLM.md) against `make llm`
+# Gold set (tuning/test halves), law texts and HotpotQA (offline, beside BM25) into docs/EVAL.md; EVAL_ARGS e.g.
+# "--skip-hotpot", or "--hotpot-only --split tune" (prints metrics, writes nothing). `make eval LLM=local` adds
+# the LLM-mode report (docs/EVAL-LLM.md) against `make llm`
 eval: $(VENV)/.installed-eval
 	$(PY) -m eval.run $(EVAL_ARGS)
 ifeq ($(LLM),local)

@@ -26,7 +26,7 @@ import json
 import os
 import re
 import string
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +74,18 @@ def stratified(items: Sequence[T], key: Callable[[T], Hashable], n: int) -> list
     return [picks[k][r] for r in range(max(quota.values())) for k in order if r < len(picks[k])]
 
 
+def split_halves(items: Sequence[T], key: Callable[[T], Hashable]) -> tuple[list[T], list[T]]:
+    """A deterministic (tuning, test) split: within each stratum of `key`, in input order, items alternate
+    between the tuning half (1st, 3rd, ...) and the test half (2nd, 4th, ...); each half keeps input order."""
+    seen: Counter[Hashable] = Counter()
+    tune: list[T] = []
+    test: list[T] = []
+    for item in items:
+        (tune if seen[key(item)] % 2 == 0 else test).append(item)
+        seen[key(item)] += 1
+    return tune, test
+
+
 def select_questions(questions: Sequence[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     """`n` questions stratified by HotpotQA type (`bridge`, `comparison`)."""
     return stratified(questions, lambda q: q["type"], n)
@@ -88,6 +100,24 @@ def normalize_answer(text: str) -> str:
     """HotpotQA's answer normalisation (`hotpot_evaluate_v1.py`): lower case, no punctuation, no articles."""
     text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def exact_match(prediction: str, answer: str) -> float:
+    """`exact_match_score` of `hotpot_evaluate_v1.py`: the normalised strings are equal (1.0 or 0.0)."""
+    return float(normalize_answer(prediction) == normalize_answer(answer))
+
+
+def f1_score(prediction: str, answer: str) -> float:
+    """Token F1 of `hotpot_evaluate_v1.py` over the normalised strings; a yes/no/noanswer on either side scores
+    0 unless both sides are equal."""
+    predicted, wanted = normalize_answer(prediction), normalize_answer(answer)
+    if predicted != wanted and ({predicted, wanted} & {"yes", "no", "noanswer"}):
+        return 0.0
+    common = sum((Counter(predicted.split()) & Counter(wanted.split())).values())
+    if not common:
+        return 0.0
+    precision, recall = common / len(predicted.split()), common / len(wanted.split())
+    return 2 * precision * recall / (precision + recall)
 
 
 def answer_found(answer: str, text: str) -> bool:

@@ -44,7 +44,8 @@ import httpx
 from app.settings import ROOT, Settings
 from docserver.embedded import EmbeddedServer, serve_in_background
 from eval import hotpot
-from eval.run import EVAL_DIR, body_of, is_declined, load_gold
+from eval.answers import body_of, is_declined
+from eval.run import EVAL_DIR, load_gold
 from graph import messages
 from graph.build import build_graph
 from graph.claims import cited_numbers, claim_sentences, supported

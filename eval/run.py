@@ -1,9 +1,15 @@
-"""`make eval`: answer quality on the gold questions, written to docs/EVAL.md (table and plot).
+"""`make eval`: answer quality on the gold questions and on HotpotQA, written to docs/EVAL.md (tables and plot).
 
 Runs the real pipeline (offline mode by default, LLM mode when LLM_BASE_URL is set) against the reference
 document server over streamable HTTP. Measures routing accuracy, retrieval recall@5/@10 and MRR per
 collection, citation precision (share of `[n]` whose passage supports the sentence), markers without ledger
-evidence, key-fact recall, correct refusals, and upstream calls and tokens per question.
+evidence, key-fact recall, correct refusals, and upstream calls and tokens per question. The gold set is split
+into a tuning and a test half (`split_gold`); the report is judged on the test half.
+
+Two more runs when their data is in ../shared (NEO_SHARED_DIR): the gold set again with the real law texts
+ingested, and public HotpotQA questions in offline mode beside a plain BM25 baseline (`eval.hotpot_eval`).
+The developer loop: `python -m eval.run --hotpot-only --split tune [--hotpot-n N]` prints HotpotQA's metrics as
+JSON and writes nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from docserver.corpus import BUNDLED_CORPUS, load_corpus
 from docserver.embedded import serve_in_background
 from docserver.ingest import ingest
 from docserver.store import load_documents
-from graph import messages
+from eval import hotpot, hotpot_eval
+from eval.answers import body_of, is_declined
 from graph.build import build_graph
 from graph.claims import cited_numbers, claim_sentences, supported
 from graph.collections import load_catalog
@@ -48,6 +55,7 @@ TARGETS = {
     "refusal_rate_unanswerable": 0.90,
     "invalid_markers": 0,
 }
+LAW_TARGETS = {"article_recall_at_10": 0.85, "refusal_rate_unanswerable": 0.90}  # the run with the law texts
 
 
 @dataclass
@@ -76,14 +84,10 @@ def load_gold(*paths: Path) -> list[dict[str, Any]]:
     return items
 
 
-def body_of(answer: str) -> str:
-    """The answer without the rendered sources list."""
-    return re.split(r"\n\*\*(?:Bronnen|Sources)\*\*", answer)[0]
-
-
-def is_declined(answer: str) -> bool:
-    prefixes = [messages.line("nothing", lang, names="").split("(")[0] for lang in ("nl", "en")]
-    return any(body_of(answer).lstrip().startswith(p) for p in prefixes)
+def split_gold(items: list[dict[str, Any]]) -> dict[str, str]:
+    """Question id -> "tune" or "test": alternating within each (type, answerable) stratum in file order."""
+    tune, test = hotpot.split_halves(items, lambda g: (g["type"], g["answerable"]))
+    return {g["id"]: "tune" for g in tune} | {g["id"]: "test" for g in test}
 
 
 async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
@@ -162,7 +166,7 @@ def summarize(results: list[Result], docs_by_collection: dict[str, set[str]]) ->
         "false_refusal_rate": _mean([r.declined for r in answerable]),
         "upstream_calls_mean": _mean([r.calls for r in results]),
         "tokens_mean": _mean([r.tokens for r in results]),
-        "seconds_p50": statistics.median([r.seconds for r in results]),
+        "seconds_p50": statistics.median([r.seconds for r in results]) if results else float("nan"),
         "routing_by_type": {
             t: _mean([r.route_type == t for r in results if r.item["type"] == t])
             for t in ("factual", "exploratory", "deep_dive", "comparative")
@@ -174,90 +178,111 @@ def summarize(results: list[Result], docs_by_collection: dict[str, set[str]]) ->
     }
 
 
-def _passes(name: str, value: float) -> bool:
-    target = TARGETS[name]
+def _passes(name: str, value: float, targets: dict[str, float] = TARGETS) -> bool:
+    target = targets[name]
     return value <= target if name == "invalid_markers" else value >= target
 
 
+def _show(value: float | int) -> str:
+    return "–" if value != value else (f"{value:.3f}" if isinstance(value, float) else str(value))  # nan: n/a
+
+
+def _mark(key: str, value: float, targets: dict[str, float]) -> str:
+    """"≥ target ✅/❌" for a metric with a target, else ""."""
+    if key not in targets:
+        return ""
+    sign = "≤" if key == "invalid_markers" else "≥"
+    return f"{sign} {targets[key]} {'✅' if _passes(key, value, targets) else '❌'}"
+
+
+ROWS = [
+    ("Routing accuracy (query type)", "routing_accuracy"),
+    ("Collection recall of the router", "collection_recall"),
+    ("Retrieval recall@5", "recall_at_5"),
+    ("Retrieval recall@10", "recall_at_10"),
+    ("Retrieval MRR", "mrr"),
+    ("Law questions: gold article in the top 10 chunks", "article_recall_at_10"),
+    ("Citation precision", "citation_precision"),
+    ("Markers without ledger evidence", "invalid_markers"),
+    ("Key-fact recall (all answerable)", "key_fact_recall"),
+    ("Key-fact recall (factual)", "key_fact_recall_factual"),
+    ("Unanswerable questions declined", "refusal_rate_unanswerable"),
+    ("Answerable questions declined", "false_refusal_rate"),
+    ("Upstream calls per question", "upstream_calls_mean"),
+    ("Upstream tokens per question", "tokens_mean"),
+    ("Seconds per question (p50)", "seconds_p50"),
+]
+
+
 def write_report(
-    summary: dict[str, Any],
+    halves: dict[str, dict[str, Any]],
     results: list[Result],
+    split_of: dict[str, str],
     mode: str,
-    corpus: str,
     out: Path,
     law_summary: dict[str, Any] | None = None,
     laws: Path | None = None,
+    hotpot_lines: list[str] | None = None,
 ) -> None:
+    """docs/EVAL.md: the gold set's test half (tuning half beside it), the law texts, HotpotQA, the misses."""
     out.mkdir(parents=True, exist_ok=True)
+    summary, tune = halves["test"], halves["tune"]
     plot = _plot(summary, out / "eval.png")
-    rows = [
-        ("Routing accuracy (query type)", "routing_accuracy"),
-        ("Collection recall of the router", "collection_recall"),
-        ("Retrieval recall@5", "recall_at_5"),
-        ("Retrieval recall@10", "recall_at_10"),
-        ("Retrieval MRR", "mrr"),
-        ("Law questions: gold article in the top 10 chunks", "article_recall_at_10"),
-        ("Citation precision", "citation_precision"),
-        ("Markers without ledger evidence", "invalid_markers"),
-        ("Key-fact recall (all answerable)", "key_fact_recall"),
-        ("Key-fact recall (factual)", "key_fact_recall_factual"),
-        ("Unanswerable questions declined", "refusal_rate_unanswerable"),
-        ("Answerable questions declined", "false_refusal_rate"),
-        ("Upstream calls per question", "upstream_calls_mean"),
-        ("Upstream tokens per question", "tokens_mean"),
-        ("Seconds per question (p50)", "seconds_p50"),
-    ]
     lines = [
         "# Evaluation", "",
-        f"Generated by `make eval` ({mode} mode, corpus: {corpus}) on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())};"
-        f" {summary['questions']} gold questions from `eval/gold.jsonl`.", "",
-        "Offline answers decline a question when no passage contains at least `MIN_COVERAGE` (0.6) of its topic "
-        "words; that threshold was chosen with this gold set (no held-out split), so treat the refusal and key-fact "
-        "figures as optimistic for unseen questions.", "",
-        "| metric | value | target |", "|---|---|---|",
+        f"Generated by `make eval` ({mode} mode, corpus: bundled sample corpus) on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {summary['questions'] + tune['questions']} gold "
+        "questions from `eval/gold.jsonl`.", "",
+        "The gold set is split in code into a tuning half and a test half, alternating within each (query type, "
+        "answerable) stratum in file order (`eval.run.split_gold`): tune on the tuning half; the tables below "
+        f"report the test half ({summary['questions']} questions), the tuning half ({tune['questions']}) beside it. "
+        "Settings chosen before the split saw both halves (offline answers decline a question when no passage "
+        "contains at least `MIN_COVERAGE` (0.6) of its topic words, a threshold chosen on the whole gold set), so "
+        "the test figures of refusals and key facts are still optimistic for unseen questions.", "",
+        "| metric | test | tuning | target (test) |", "|---|---|---|---|",
     ]
-    for label, key in rows:
-        value = summary[key]
-        target = TARGETS.get(key)
-        shown = "–" if value != value else (f"{value:.3f}" if isinstance(value, float) else str(value))  # nan: n/a
-        mark = "" if target is None else (f"{'≤' if key == 'invalid_markers' else '≥'} {target} "
-                                           f"{'✅' if _passes(key, value) else '❌'}")
-        lines.append(f"| {label} | {shown} | {mark} |")
-    lines += ["", "## Retrieval per collection", "", "| collection | questions | recall@5 | recall@10 | MRR |",
-              "|---|---|---|---|---|"]
+    lines += [f"| {label} | {_show(summary[key])} | {_show(tune[key])} | {_mark(key, summary[key], TARGETS)} |"
+              for label, key in ROWS]
+    lines += ["", "## Retrieval per collection (test half)", "",
+              "| collection | questions | recall@5 | recall@10 | MRR |", "|---|---|---|---|---|"]
     for collection, m in summary["retrieval_per_collection"].items():
         lines.append(f"| {collection} | {m['n']} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | {m['mrr']:.3f} |")
-    lines += ["", "## Routing and calls per query type", "", "| type | routing accuracy | upstream calls (mean) |",
-              "|---|---|---|"]
+    lines += ["", "## Routing and calls per query type (test half)", "",
+              "| type | routing accuracy | upstream calls (mean) |", "|---|---|---|"]
     for kind, accuracy in summary["routing_by_type"].items():
-        lines.append(f"| {kind} | {accuracy:.3f} | {summary['calls_by_type'][kind]:.2f} |")
+        lines.append(f"| {kind} | {_show(accuracy)} | {_show(summary['calls_by_type'][kind])} |")
     if plot:
         lines += ["", f"![metrics]({plot.name})"]
     if law_summary is not None:
         lines += ["", "## With the real law texts ingested", "",
-                  f"The same gold set plus `eval/gold_laws.jsonl` ({law_summary['questions']} questions in all), with the "
-                  f"CC0 law texts from `{laws.name if laws else ''}` ingested per article next to the summaries.", "",
-                  "| metric | value |", "|---|---|"]
-        for label, key in rows:
-            value = law_summary[key]
-            shown = "–" if value != value else (f"{value:.3f}" if isinstance(value, float) else str(value))
-            lines.append(f"| {label} | {shown} |")
-    misses = [r for r in results if r.route_type != r.item["type"] or (r.item["answerable"] and r.declined)
-              or (not r.item["answerable"] and not r.declined)
-              or (r.item["key_facts"] and r.facts_found < len(r.item["key_facts"]))]
-    lines += ["", "## Questions to look at", "", "| id | question | routed | issue |", "|---|---|---|---|"]
-    for r in misses:
-        issues = []
-        if r.route_type != r.item["type"]:
-            issues.append(f"type {r.item['type']}")
-        if r.item["answerable"] and r.declined:
-            issues.append("declined")
-        if not r.item["answerable"] and not r.declined:
-            issues.append("answered an unanswerable question")
-        if r.item["key_facts"] and r.facts_found < len(r.item["key_facts"]):
-            issues.append(f"key facts {r.facts_found}/{len(r.item['key_facts'])}")
-        lines.append(f"| {r.item['id']} | {r.item['question']} | {r.route_type} | {', '.join(issues)} |")
+                  f"The whole gold set plus `eval/gold_laws.jsonl` ({law_summary['questions']} questions in all), with "
+                  f"the CC0 law texts from `{laws.name if laws else ''}` ingested per article next to the summaries.",
+                  "", "| metric | value | target |", "|---|---|---|"]
+        lines += [f"| {label} | {_show(law_summary[key])} | {_mark(key, law_summary[key], LAW_TARGETS)} |"
+                  for label, key in ROWS]
+    if hotpot_lines:
+        lines += ["", *hotpot_lines]
+    lines += ["", "## Questions to look at", "", "| id | half | question | routed | issue |", "|---|---|---|---|---|"]
+    for r in results:
+        issues = _issues(r)
+        if issues:
+            lines.append(f"| {r.item['id']} | {split_of[r.item['id']]} | {r.item['question']} | {r.route_type} | "
+                         f"{', '.join(issues)} |")
     (out / "EVAL.md").write_text("\n".join(lines) + "\n", "utf-8")
+
+
+def _issues(r: Result) -> list[str]:
+    """What went wrong on one gold question: routing, a (missing) refusal, key facts not in the answer."""
+    issues = []
+    if r.route_type != r.item["type"]:
+        issues.append(f"type {r.item['type']}")
+    if r.item["answerable"] and r.declined:
+        issues.append("declined")
+    if not r.item["answerable"] and not r.declined:
+        issues.append("answered an unanswerable question")
+    if r.item["key_facts"] and r.facts_found < len(r.item["key_facts"]):
+        issues.append(f"key facts {r.facts_found}/{len(r.item['key_facts'])}")
+    return issues
 
 
 def _plot(summary: dict[str, Any], path: Path) -> Path | None:
@@ -306,20 +331,59 @@ async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: 
         await server.stop()
 
 
-async def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__)
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
-    parser.add_argument("--limit", type=int, default=0, help="only the first N questions (smoke runs)")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="only the first N gold questions, no law texts, no HotpotQA (smoke runs)")
     parser.add_argument("--gold", type=Path, nargs="*", help="gold files (default: eval/gold.jsonl)")
     parser.add_argument("--laws", type=Path, default=SHARED_CORPUS,
                         help="folder with real law texts per collection: a second run ingests them into a temporary "
                         "index and adds eval/gold_laws.jsonl (default: ../shared/corpus; skipped when absent)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--hotpot", type=Path, default=hotpot.HOTPOT_FILE, help="the HotpotQA file (default: "
+                        "$NEO_SHARED_DIR/eval/hotpotqa/dev_distractor_492.jsonl, NEO_SHARED_DIR=../shared; "
+                        "skipped when absent)")
+    parser.add_argument("--hotpot-n", type=int, default=None,
+                        help="HotpotQA questions to pool, split evenly over the halves (default: all)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--skip-hotpot", action="store_true", help="no HotpotQA run")
+    which.add_argument("--hotpot-only", action="store_true",
+                       help="only HotpotQA: print its metrics as JSON, write no report (the developer loop)")
+    parser.add_argument("--split", choices=hotpot_eval.SPLITS, help="with --hotpot-only: ask only this half "
+                        "(the pool still holds the paragraphs of both)")
+    return parser
 
+
+async def run_hotpot(path: Path, n: int | None, splits: tuple[hotpot_eval.Split, ...],
+                     settings: Settings) -> dict[str, Any] | None:
+    """The HotpotQA summary, or None (with a message) when the file is absent."""
+    if not path.is_file():
+        print(f"HotpotQA skipped: {path} is absent (set NEO_SHARED_DIR or --hotpot)", file=sys.stderr)
+        return None
+    return await hotpot_eval.evaluate(path, n, splits, settings)
+
+
+async def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the evaluation; returns the gold summary over all questions with `halves` (test, tune) and `hotpot`
+    (None when not run), or with --hotpot-only the HotpotQA summary."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.split and not args.hotpot_only:
+        parser.error("--split goes with --hotpot-only")
     settings = Settings()
+    if args.hotpot_only:
+        hotpot_summary = await run_hotpot(args.hotpot, args.hotpot_n, (args.split,) if args.split
+                                          else hotpot_eval.SPLITS, settings)
+        print(json.dumps(hotpot_summary, indent=2, ensure_ascii=False))
+        return hotpot_summary or {}
+
     gold = load_gold(*(args.gold or [EVAL_DIR / "gold.jsonl"]))[: args.limit or None]
+    split_of = split_gold(gold)
     results = await run_suite(gold, settings, None)
-    summary = summarize(results, _documents_by_collection(None))
+    docs_by_collection = _documents_by_collection(None)
+    summary = summarize(results, docs_by_collection)
+    halves = {name: summarize([r for r in results if split_of[r.item["id"]] == name], docs_by_collection)
+              for name in hotpot_eval.SPLITS}
     mode = "offline" if settings.offline else f"LLM ({settings.llm_model})"
 
     laws = args.laws if args.laws and args.laws.is_dir() and not args.limit else None
@@ -330,9 +394,19 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
             ingest([folder], folder.name, index_path=index_path)
         law_results = await run_suite(gold + load_gold(EVAL_DIR / "gold_laws.jsonl"), settings, index_path)
         law_summary = summarize(law_results, _documents_by_collection(index_path))
-    write_report(summary, results, mode, "bundled sample corpus", args.out, law_summary, laws)
-    print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, dict)}, indent=2))
-    return summary
+
+    hotpot_summary = None
+    if args.limit or args.skip_hotpot:
+        print("HotpotQA skipped: " + ("--limit (smoke run)" if args.limit else "--skip-hotpot"), file=sys.stderr)
+    else:
+        hotpot_summary = await run_hotpot(args.hotpot, args.hotpot_n, hotpot_eval.SPLITS, settings)
+    hotpot_lines = (hotpot_eval.report_lines(hotpot_summary, args.hotpot) if hotpot_summary else
+                    ["## HotpotQA (public, offline mode)", "", "Not run in this report (`--skip-hotpot`, `--limit` "
+                     f"or `{args.hotpot}` absent)."])
+    write_report(halves, results, split_of, mode, args.out, law_summary, laws, hotpot_lines)
+    flat = {name: {k: v for k, v in s.items() if not isinstance(v, dict)} for name, s in halves.items()}
+    print(json.dumps({"gold": flat, "hotpot": hotpot_summary}, indent=2, ensure_ascii=False))
+    return summary | {"halves": halves, "hotpot": hotpot_summary}
 
 
 def _documents_by_collection(index_path: Path | None) -> dict[str, set[str]]:

@@ -63,8 +63,8 @@ _LINES: dict[str, dict[Language, str]] = {
     },
     # only when a source's metadata marks it as a summary (never for official texts or unmarked documents)
     "summaries_note": {
-        "nl": "*Bronnen gemarkeerd als samenvatting ({numbers}) zijn samenvattingen, niet de officiële teksten.*",
-        "en": "*Sources marked as summary ({numbers}) are summaries, not the official texts.*",
+        "nl": "*Bronnen die in de bronnenlijst als samenvatting gemarkeerd zijn, zijn geen officiële teksten.*",
+        "en": "*Sources marked as summary in the sources list are not the official texts.*",
     },
     "summaries_rule": {
         "nl": "- Bronnen met (samenvatting) in hun kop zijn samenvattingen; presenteer ze niet als de letterlijke "

@@ -218,9 +218,8 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
                          messages.line("llm_fallback", language, error=type(exc).__name__))
                 banner = messages.line("fallback_banner", language, error="upstream")
     if banner:
-        if summaries := ledger.summaries():
-            numbers = ", ".join(f"[{n}]" for n in summaries)
-            banner += "\n" + messages.line("summaries_note", language, numbers=numbers)
+        if ledger.summaries():
+            banner += "\n" + messages.line("summaries_note", language)
         # an extractive answer honours a request for a brief answer with its best facts only
         shown = answer_order(facts, state["evidence"])[:BRIEF_FACTS] if state["instructions"].brief else facts
         answer.write(template_answer(shown, ledger, language, ctx.display, banner, named_documents(state, ledger)))

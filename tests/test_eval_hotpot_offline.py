@@ -1,0 +1,114 @@
+"""HotpotQA in `make eval`: the offline run on a few questions (when ../shared has the file), and the pure parts
+(HotpotQA's EM/F1 normalisation, the tuning/test splits, cited titles, the metrics and the report section)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from eval import hotpot, hotpot_eval
+from eval.answers import cited_titles, source_titles
+from eval.run import EVAL_DIR, load_gold, main, split_gold
+from graph.models import Evidence
+
+
+def test_exact_match_and_f1_follow_hotpot_evaluate_v1() -> None:
+    assert hotpot.exact_match("The Beatles!", "beatles") == 1.0
+    assert hotpot.exact_match("the Beatles were a band", "Beatles") == 0.0
+    assert hotpot.f1_score("Barack Obama", "Obama") == pytest.approx(2 / 3, abs=1e-3)
+    assert hotpot.f1_score("An apple, a pear", "pear apple") == 1.0  # articles and punctuation go
+    assert hotpot.f1_score("yes it is", "yes") == 0.0  # a yes/no gold answer must be matched exactly
+    assert hotpot.f1_score("no", "yes") == 0.0 and hotpot.f1_score("Yes.", "yes") == 1.0
+    assert hotpot.f1_score("", "Paris") == 0.0
+
+
+def test_split_halves_alternates_within_each_stratum_in_order() -> None:
+    items = [("a", 1), ("b", 2), ("a", 3), ("a", 4), ("b", 5), ("a", 6), ("c", 7)]
+    tune, test = hotpot.split_halves(items, lambda x: x[0])
+    assert tune == [("a", 1), ("b", 2), ("a", 4), ("c", 7)]
+    assert test == [("a", 3), ("b", 5), ("a", 6)]
+
+
+def test_gold_split_is_stratified_and_deterministic() -> None:
+    gold = load_gold(EVAL_DIR / "gold.jsonl")
+    split = split_gold(gold)
+    assert split == split_gold(gold) and set(split) == {g["id"] for g in gold}
+    counts = Counter((g["type"], g["answerable"], split[g["id"]]) for g in gold)
+    for kind, answerable in {(g["type"], g["answerable"]) for g in gold}:
+        assert 0 <= counts[kind, answerable, "tune"] - counts[kind, answerable, "test"] <= 1
+
+
+def test_hotpot_halves_cut_to_n_stratified_by_type() -> None:
+    questions = [{"id": str(i), "type": "comparison" if i % 4 == 0 else "bridge"} for i in range(40)]
+    every = hotpot_eval.halves(questions)
+    assert [len(every["tune"]), len(every["test"])] == [20, 20]
+    assert not {q["id"] for q in every["tune"]} & {q["id"] for q in every["test"]}
+    cut = hotpot_eval.halves(questions, 8)
+    assert [len(cut["tune"]), len(cut["test"])] == [4, 4]
+    assert all({q["type"] for q in cut[name]} == {"bridge", "comparison"} for name in hotpot_eval.SPLITS)
+    assert all(q in every[name] for name in hotpot_eval.SPLITS for q in cut[name])
+
+
+def _evidence(n: int, title: str) -> Evidence:
+    return Evidence(id=f"wiki_1/d{n}#0", collection="wiki_1", doc_id=f"d{n}", title=title, text="...")
+
+
+def test_cited_titles_read_the_sources_list_then_the_ledger() -> None:
+    known = {"Paris", "Paris, Texas", "Gimme Shelter", "Gimme Shelter (1970 film)", "Lee Pace"}
+    answer = ("It is a film [2]. He acted [1][3].\n\n**Sources**\n\n"
+              "[1] Paris, Texas, Paris, Texas (Wikipedia 1/4) — https://en.wikipedia.org/wiki/Paris,_Texas\n"
+              "[2] Gimme Shelter (1970 film), Gimme Shelter (1970 film) (Wikipedia 2/4)")
+    assert source_titles(answer, known) == {1: "Paris, Texas", 2: "Gimme Shelter (1970 film)"}
+    ledger = [_evidence(1, "Paris"), _evidence(2, "Paris"), _evidence(3, "Lee Pace")]
+    assert cited_titles(answer, ledger, known) == {"Paris, Texas", "Gimme Shelter (1970 film)", "Lee Pace"}
+    assert cited_titles("Only a body [2].", ledger, known) == {"Paris"}
+
+
+def _outcome(split: hotpot_eval.Split, kind: str, retrieved: set[str], cited: set[str], body: str,
+             top: tuple[str, ...]) -> hotpot_eval.Outcome:
+    question = {"id": body, "question": "?", "answer": "Lee Pace", "type": kind,
+                "supporting_facts": [["A", 0], ["B", 1]]}
+    return hotpot_eval.Outcome(question, split, frozenset(retrieved), frozenset(cited), body, False, 0.1, top,
+                               (True, True))
+
+
+def test_metrics_and_report_section() -> None:
+    outcomes = [_outcome(name, kind, {"A", "B"}, {"A"}, "Lee Pace", ("A", "C")) for name in hotpot_eval.SPLITS
+                for kind in hotpot_eval.TYPES]
+    outcomes.append(_outcome("test", "bridge", {"A"}, set(), "Someone else.", ("C",)))
+    summary = hotpot_eval.summarize(outcomes) | {"pool_paragraphs": 10, "seconds": 1.0}
+    test = summary["test"]["pipeline"]["all"]
+    assert test["questions"] == 3 and test["both_retrieved"] == pytest.approx(2 / 3, abs=1e-3)
+    assert test["one_retrieved"] == 1.0 and test["gold_cited"] == pytest.approx(1 / 3, abs=1e-3)
+    assert test["em"] == pytest.approx(2 / 3, abs=1e-3) and test["answer_present"] == pytest.approx(2 / 3, abs=1e-3)
+    assert summary["test"]["baseline"]["all"]["gold_top5"] == pytest.approx(1 / 3, abs=1e-3)
+    cited_target = summary["test"]["targets"]["Gold articles cited ≥ BM25 top-5 share + 0.15"]
+    assert cited_target["target"] == pytest.approx(1 / 3 + 0.15, abs=1e-3) and cited_target["met"] is False
+    report = "\n".join(hotpot_eval.report_lines(summary, Path("dev.jsonl")))
+    assert "| Both gold articles retrieved | 0.667 | 0.500 | 1.000 | 1.000 |" in report
+    assert "| Answer present | 0.667 | ≥ 0.650 | ✅ |" in report
+
+
+@pytest.mark.asyncio
+async def test_absent_hotpot_file_is_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert await main(["--hotpot-only", "--hotpot", str(tmp_path / "absent.jsonl")]) == {}
+    assert "HotpotQA skipped" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hotpot.HOTPOT_FILE.is_file(), reason=f"{hotpot.HOTPOT_FILE} absent")
+@pytest.mark.asyncio
+async def test_offline_hotpot_on_a_few_questions(capsys: pytest.CaptureFixture[str]) -> None:
+    summary = await main(["--hotpot-only", "--split", "tune", "--hotpot-n", "12"])
+    assert json.loads(capsys.readouterr().out) == summary
+    assert set(summary) == {"tune", "pool_paragraphs", "seconds"} and 60 < summary["pool_paragraphs"] <= 120
+    pipeline, base = summary["tune"]["pipeline"], summary["tune"]["baseline"]
+    assert pipeline["all"]["questions"] == 6 == base["all"]["questions"]
+    assert pipeline["bridge"]["questions"] + pipeline["comparison"]["questions"] == 6
+    for group in (*pipeline.values(), *base.values()):
+        assert all(0 <= v <= 1 for k, v in group.items() if k not in ("questions", "yes_no", "seconds_mean"))
+    assert base["all"]["one_top5"] >= 0.5  # plain BM25 finds a gold article for most questions
+    assert pipeline["all"]["em"] <= pipeline["all"]["f1"] <= 1
+    assert all(isinstance(t["met"], bool) for t in summary["tune"]["targets"].values())
