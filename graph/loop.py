@@ -27,16 +27,36 @@ class Loop:
     evidence_seen: int = 0  # evidence entries gathered before this round (what is new this round)
     verdict: Verdict | None = None  # the judge's verdict on the evidence so far
     stop: StopReason | None = None  # set when research is over
+    tried: frozenset[tuple[str, str]] = frozenset()  # (collection, query) searched so far: never searched again
 
     def start(self, tasks: list[ResearchTask], pending: list[ResearchTask], evidence_seen: int) -> Loop:
         """The first round."""
-        return replace(self, tasks=tasks, pending=pending, evidence_seen=evidence_seen)
+        return replace(self, tasks=tasks, pending=pending, evidence_seen=evidence_seen, tried=searches(tasks))
 
     def after(self, verdict: Verdict, decision: Decision, evidence_seen: int) -> Loop:
         """The loop once `decision` is taken: stopped, or at the next round with its tasks."""
         if decision.stop is not None:
             return replace(self, verdict=verdict, stop=decision.stop)
-        return Loop(round=self.round + 1, tasks=decision.tasks, evidence_seen=evidence_seen, verdict=verdict)
+        return Loop(round=self.round + 1, tasks=decision.tasks, evidence_seen=evidence_seen, verdict=verdict,
+                    tried=self.tried | searches(decision.tasks))
+
+
+def searches(tasks: list[ResearchTask]) -> frozenset[tuple[str, str]]:
+    """The (collection, query) pairs tasks search, queries compared without case and spacing."""
+    return frozenset((t.collection, " ".join(q.lower().split())) for t in tasks for q in t.queries)
+
+
+def untried(tasks: list[ResearchTask], tried: frozenset[tuple[str, str]]) -> list[ResearchTask]:
+    """The tasks with their queries not searched before on their collection (tasks left without one dropped,
+    and a query only once per round): a correction round always tries something new."""
+    seen = set(tried)
+    out = []
+    for task in tasks:
+        queries = [q for q in task.queries if (task.collection, " ".join(q.lower().split())) not in seen]
+        seen |= {(task.collection, " ".join(q.lower().split())) for q in queries}
+        if queries:
+            out.append(task.model_copy(update={"query": queries[0], "extra": queries[1:]}))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +75,16 @@ class Decision:
 
 
 def decide(loop: Loop, verdict: Verdict, *, kind: QueryType, new_evidence: int, failed: set[str],
-           limits: Limits) -> Decision:
+           limits: Limits, follow_ups: list[ResearchTask] | None = None,
+           alternatives: dict[str, list[str]] | None = None) -> Decision:
     """The loop's stop rule, in order: a deep dive reads once; enough evidence; the round bound; a round that
-    found nothing new; nothing left to refine; the token or time budget. Sub-questions waiting for earlier
-    findings run before research stops for being sufficient or out of refinements."""
+    found nothing new; nothing left to try; the token or time budget. What a next round tries: the judge's
+    refined queries and the `follow_ups` the evidence suggests (second hops, other wordings), only queries not
+    yet searched on their collection. Sub-questions waiting for earlier findings run before research stops
+    for being sufficient or out of refinements."""
     if kind == "deep_dive":  # one careful read of the best document; there are no tasks to refine
         return Decision("sufficient" if verdict.status == "sufficient" else "deep_dive")
-    refined = refine(loop.tasks, verdict, loop.round, failed)
+    refined = untried(refine(loop.tasks, verdict, loop.round, failed, alternatives) + (follow_ups or []), loop.tried)
     reason: StopReason | None = None
     if verdict.status == "sufficient":
         reason = "sufficient"
@@ -78,19 +101,21 @@ def decide(loop: Loop, verdict: Verdict, *, kind: QueryType, new_evidence: int, 
     return Decision(reason) if reason else Decision(None, refined)
 
 
-def coverage_verdict(kind: QueryType, tasks: list[ResearchTask], covered: set[str], facts: list[Fact]) -> Verdict | None:
+def coverage_verdict(kind: QueryType, tasks: list[ResearchTask], covered: set[str], facts: list[Fact],
+                     complete: bool = True) -> Verdict | None:
     """A deterministic verdict when coverage settles it (no judging call needed); None when it does not.
 
     Comparative research is sufficient when every sub-agent produced facts; the other types (one retrieval,
-    one summary) as soon as there is a fact, which keeps a factual question at two upstream calls. Nothing
-    found at all is plainly insufficient.
+    one summary) as soon as there are facts that together hold every topic word of the question (`complete`),
+    which keeps a factual question at two upstream calls; facts that leave words uncovered are partial (a
+    second hop may find the rest). Nothing found at all is plainly insufficient.
     """
     if not facts:
         return Verdict(status="insufficient", missing=[t.label for t in tasks], judged_by="coverage")
     if kind == "comparative":
         missing = [t.label for t in tasks if t.condense and t.id not in covered]
         return Verdict(status="sufficient", judged_by="coverage") if not missing else None
-    return Verdict(status="sufficient", judged_by="coverage")
+    return Verdict(status="sufficient" if complete else "partial", judged_by="coverage")
 
 
 def rules_verdict(tasks: list[ResearchTask], covered: set[str]) -> Verdict:
@@ -111,22 +136,34 @@ def failed_collections(outcomes: list[Outcome]) -> set[str]:
     return {o.collection for o in outcomes if o.error}
 
 
-def refine(tasks: list[ResearchTask], verdict: Verdict, round_no: int, failed: set[str] | frozenset[str] = frozenset()
-           ) -> list[ResearchTask]:
-    """The next round researches only what is missing, with refined queries and a deeper look; collections
-    whose search failed outright are not retried (they are reported as gaps)."""
+def refine(tasks: list[ResearchTask], verdict: Verdict, round_no: int, failed: set[str] | frozenset[str] = frozenset(),
+           alternatives: dict[str, list[str]] | None = None) -> list[ResearchTask]:
+    """The next round researches only what is missing, a deeper look with other queries: the judge's refined
+    one, then `alternatives` per collection (other wordings); `untried` drops what was searched already.
+    Collections whose search failed outright are not retried (they are reported as gaps)."""
     missing = set(verdict.missing)
     return [
         task.model_copy(
             update={
                 "id": f"{task.id.split('@')[0]}@{round_no + 1}",
                 "query": verdict.queries.get(task.id, task.query),
+                "extra": (alternatives or {}).get(task.collection, []),
                 "depth": task.depth + 1,
             }
         )
         for task in tasks
         if task.collection not in failed and (task.label in missing or task.id in verdict.queries)
     ]
+
+
+def follow_up_tasks(tasks: list[ResearchTask], queries: list[str], round_no: int, failed: set[str]
+                    ) -> list[ResearchTask]:
+    """Second-hop `queries` on every collection this round searched (not on failed ones)."""
+    if not queries:
+        return []
+    return [task.model_copy(update={"id": f"{task.id.split('@')[0]}@{round_no + 1}+", "query": queries[0],
+                                    "extra": queries[1:], "condense": False, "after": None})
+            for task in tasks if task.collection not in failed and not task.condense]
 
 
 def with_findings(task: ResearchTask, tasks: list[ResearchTask], facts: list[Fact], evidence: list[Evidence]

@@ -5,16 +5,20 @@ from __future__ import annotations
 from graph.models import Language, QueryType
 
 _LINES: dict[str, dict[Language, str]] = {
-    "route": {"nl": "Vraagtype: {kind}", "en": "Question type: {kind}"},
+    "route_model": {"nl": "Vraagtype: {kind} (bepaald door het taalmodel)",
+                    "en": "Question type: {kind} (decided by the language model)"},
+    "route_unsure": {"nl": "Vraagtype: {kind} (geen duidelijk signaal)", "en": "Question type: {kind} (no clear signal)"},
     "route_signal": {"nl": "Vraagtype: {kind} (signaal: '{signal}')", "en": "Question type: {kind} (signal: '{signal}')"},
     "collections": {"nl": "Collecties: {names}", "en": "Collections: {names}"},
-    "searching": {"nl": "{coll}: zoeken…", "en": "{coll}: searching…"},
+    "searching": {"nl": "{coll}: zoeken naar “{query}”…", "en": "{coll}: searching for “{query}”…"},
     "found": {"nl": "{coll}: {n} passages gevonden", "en": "{coll}: {n} passages found"},
     "none_found": {"nl": "{coll}: geen passages gevonden", "en": "{coll}: no passages found"},
     "failed": {"nl": "{coll}: niet doorzocht ({error})", "en": "{coll}: not searched ({error})"},
     "agent_done": {"nl": "{coll}: {n} passages, {m} feiten", "en": "{coll}: {n} passages, {m} facts"},
     "subquestions": {"nl": "Deelvragen: {items}", "en": "Sub-questions: {items}"},
     "dependent": {"nl": "Vervolgdeelvragen met eerdere bevindingen: {items}", "en": "Dependent sub-questions with earlier findings: {items}"},
+    "hops": {"nl": "Vervolgzoekvragen uit het gevonden bewijs: {queries}",
+             "en": "Follow-up searches from the evidence found: {queries}"},
     "round": {"nl": "Aanvullend onderzoek (ronde {n}): {items}", "en": "Further research (round {n}): {items}"},
     "verdict": {"nl": "Beoordeling: {status}", "en": "Assessment: {status}"},
     "verdict_missing": {"nl": "Beoordeling: {status}; ontbreekt: {missing}", "en": "Assessment: {status}; missing: {missing}"},

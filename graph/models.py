@@ -34,8 +34,10 @@ class Fact(BaseModel):
 class Route(BaseModel):
     query_type: QueryType
     collections: list[str]
-    reason: str
+    reason: str  # the signal that decided the type ("model" when the fast model classified the question)
     search_query: str = ""  # the question without routing words (collection names, type signals)
+    confidence: float = 1.0  # how sure the heuristics are of the type (0..1; below 1 a model may decide)
+    preferred: list[str] = Field(default_factory=list)  # named by the question: first, with a raised prior
 
 
 class ResearchTask(BaseModel):
@@ -50,6 +52,11 @@ class ResearchTask(BaseModel):
     depth: int = 1  # corrective rounds look further down the ranking
     limit: int = 6  # passages kept from the search
     after: str | None = None  # id of a task whose findings this one needs first (runs in a later round)
+    extra: list[str] = Field(default_factory=list)  # more queries on the same collection (names searched alone)
+
+    @property
+    def queries(self) -> list[str]:
+        return [self.query, *self.extra]
 
 
 class Verdict(BaseModel):

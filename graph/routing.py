@@ -3,34 +3,66 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from graph.collections import Collection
 from graph.models import QueryType, Route
+from textkit import STOPWORDS
 
 _WORD = re.compile(r"[\w\-']+", re.UNICODE)
 
-# First match wins; each entry: (query type, phrases that signal it, reason code).
-_TYPE_SIGNALS: list[tuple[QueryType, tuple[str, ...]]] = [
-    ("comparative", ("verschil", "verschillen", "vergelijk", "vergelijking", "verhouden", "verhoudt", "tegenover",
-                     "overeenkomsten", "compare", "comparison", "differ", "difference", "versus", " vs ", "relate to",
-                     "relates to", "relatie tussen", "verhouding tussen")),
-    ("exploratory", ("welke documenten", "welke publicaties", "welke bronnen", "overzicht van", "which documents",
-                     "what documents", "which publications", "overview of", "list of", "lijst van")),
-    ("deep_dive", ("leg uit", "gedetailleerd", "in detail", "uitgebreid", "uitgebreide", "diepgaand", "toelichting op",
-                   "explain", "detailed", "in depth", "in-depth", "uitleg")),
+# Query types from scored evidence. Each signal is a phrase family (a regular expression, Dutch and English) with
+# a weight; a question's type is the one with the highest total, and the route is "sure" when that total is
+# strong and ahead of the next type by a margin (`SURE_SCORE`, `SURE_MARGIN`, chosen on the tuning half of
+# eval/routing.jsonl). An opening interrogative is weak evidence for a factual question, never decisive alone.
+# Written out by hand: no library classifies questions into these four types without a model.
+Signal = tuple[QueryType, str, float, str]  # (type, pattern, weight, label shown in the think block)
+_SIGNALS: list[Signal] = [
+    # comparisons: differences, similarities, stricter/looser, deviation, A vs. B, what A requires that B does not
+    ("comparative", r"\b(verschil\w*|vergelijk\w*|verhoud\w*|overeenkomst\w*|tegenover)\b", 2.0, "verschil"),
+    ("comparative", r"\b(compar\w*|differ\w*|similarit\w*|versus|vs\.?|contrast\w*)(?=\W|$)", 2.0, "compare"),
+    ("comparative", r"\b(strenger|ruimer|soepeler|stricter|more stringent|less strict|looser|laxer)\b", 1.6, "stricter"),
+    ("comparative", r"\b(wijk\w* .{0,40}\baf|afwijk\w*|deviat\w*|in hoeverre|to what extent)\b", 1.4, "deviate"),
+    ("comparative", r"\b(anders (aan|dan|om)|hetzelfde als|same as|in line with|relat\w* (to|tussen)|relatie tussen)\b",
+     1.2, "anders dan"),
+    ("comparative", r"\b(that|which|die|dat|wat)\b.{1,40}\b(does not|doesn'?t|do not|niet)\b(?!.{0,8}\b(zijn|is|are)\b)",
+     1.0, "A maar niet B"),
+    # overviews: which documents or rules exist, what is known or available, lists
+    ("exploratory", r"\b(welke|which|what|wat voor|zijn er|are there|is there|bestaan er|alle|all)\b[^?]{0,60}?"
+     r"\b(documenten|publicaties|publications|documents|bronnen|sources|verdragen|conventions|richtlijnen|guides?|"
+     r"guidelines?|guidance|leidraden|normen|standards|wetten|besluiten|regels|regelgeving|regulations|laws)\b",
+     1.6, "documenten"),
+    ("exploratory", r"\b(overzicht|overview|lijst(je)? van|list (of|the|all)|opsomming van|inventaris\w*)\b", 1.8,
+     "overzicht"),
+    ("exploratory", r"\b(wat weten we|what do we know|wat hebben we|what do we have|heb je iets|hebben jullie iets|"
+     r"is there anything|anything on|do you have anything|wat is er (beschikbaar|te vinden)|what is available|"
+     r"(is|are) (there )?available|ik zoek (alle|documenten|informatie)|i am looking for|i'm looking for|looking for all)\b",
+     2.0, "wat weten we"),
+    ("exploratory", r"\b(van toepassing|apply to|applicable|allemaal|gelden er)\b", 0.8, "van toepassing"),
+    # deep dives: thorough explanations, walk-throughs, analyses, everything about one subject
+    ("deep_dive", r"\b(leg\b.{1,80}\buit|uitleg|toelichting|gedetailleerd\w*|detailed|in detail|uitgebreid\w*|"
+     r"diepgaand\w*|grondig\w*|thorough\w*|in depth|comprehensive\w*|uitvoerig\w*|uitwerken|breakdown)\b",
+     2.0, "uitgebreid"),
+    ("deep_dive", r"\b(walk me through|step by step|stap voor stap|analy[sz]\w*|analyseer\w*|everything about|"
+     r"alles (weten )?over|hoe (precies|exact|werkt)|how exactly|how does .{3,60} work|what exactly happens|"
+     r"wat gebeurt er precies|hele (keten|proces|procedure)|whole (process|procedure|chain)|volledige achtergrond)\b",
+     1.8, "walk me through"),
+    ("deep_dive", r"^\W*(please |can you |could you |kun je |kunt u )?(explain|beschrijf|describe)\b", 1.2, "explain"),
+    # factual: one number, date, name, definition or yes/no
+    ("factual", r"\b(hoeveel|how many|how much|wanneer|sinds wanneer|when|welk jaar|which year|hoe vaak|how often|"
+     r"hoe lang|how long|binnen welke|within (what|which)|tot welk|wie|who|waar|where|which organi[sz]ation|"
+     r"welke (instantie|organisatie|publicatie)|which (publication|body|authority))\b", 1.2, "hoeveel"),
+    ("factual", r"\b(wat (betekent|verstaat|houdt)|what (does|is|are)\b.{0,40}\bmean|definitie|definition|"
+     r"yes or no|ja of nee|toegestaan|allowed|verplicht|required|mag|moet|must)\b", 0.9, "wat betekent"),
+    ("factual", r"^\W*(wat|wie|waar|wanneer|welk|welke|hoeveel|what|who|where|when|which|is|are|does|do|mag|moet|"
+     r"kan|can)\b", 0.5, "vraagwoord"),
 ]
-
-
-_FACTUAL_SIGNALS = ("wat is", "wat zijn", "wat houdt", "wat betekent", "wanneer", "hoeveel", "hoe lang", "wie ", "welk ",
-                    "welke ", "waar ", "mag ", "moet ", "what is", "what are", "what does", "when ", "how many",
-                    "how much", "how long", "who ", "which ", "where ", "is het", "is er", "does ", "do i ")
-# "which/what/are there ... documents/publications/conventions": a question about what exists
-_LISTING = re.compile(
-    r"\b(welke|which|what|zijn er|are there|is there|bestaan er)\b[^?]{0,60}?"
-    r"(documenten|publicaties|publications|documents|conventions|verdragen|richtlijnen|guides|leidraden|normen|standards)\b"
-)
-# A question that opens with one of these asks for something specific, even without another signal
-_INTERROGATIVE = re.compile(r"^\s*(wat|wie|waar|wanneer|welk|welke|hoeveel|what|who|where|when|which)\b")
+_COMPILED = [(kind, re.compile(pattern, re.IGNORECASE), weight, label) for kind, pattern, weight, label in _SIGNALS]
+FACTUAL_PRIOR = 0.4  # the catch-all's head start: a question with no signal at all is factual, but not surely
+SURE_SCORE, SURE_MARGIN = 1.0, 0.5  # tuning half: 71 of 80 sure, all right; an interrogative alone is not sure
+# Terms that contain a signal word without being one ("defence-in-depth", a title in quotes)
+_TERMS = re.compile(r"\b(defen[cs]e[- ]in[- ]depth|diepteverdediging)\b|'[^']{3,120}'|\"[^\"]{3,120}\"|"
+                    r"“[^”]{3,120}”", re.IGNORECASE)
 _FOLLOW_UP_START = ("en ", "and ", "maar ", "but ", "ook ", "what about", "hoe zit het", "en wat", "and what")
 _FOLLOW_UP_REFERENCE = {"daarover", "daarvan", "hierover", "hiervan", "daarbij", "daarin", "daarop", "hiermee", "daarmee",
                         "it", "that", "this", "they", "their", "them", "those"}
@@ -52,29 +84,43 @@ def mentioned_collections(question: str, collections: list[Collection]) -> list[
     return hits
 
 
-def query_type(question: str, mentioned: int) -> tuple[QueryType, str]:
-    text = f" {question.lower()} "
-    if re.search(r"\bleg\b.{1,80}\buit\b", text):
-        return "deep_dive", "leg … uit"
-    for kind, phrases in _TYPE_SIGNALS:
-        for phrase in phrases:
-            if phrase in text:
-                return kind, phrase.strip()
-    if mentioned >= 2 and re.search(r"\b(en|and)\b", text) and re.search(r"\b(hoe|how)\b", text):
-        return "comparative", "+".join(sorted(set(words(question)) & {"en", "and"}))
-    if _LISTING.search(text):
-        return "exploratory", "documenten"
-    for phrase in _FACTUAL_SIGNALS:
-        if text.lstrip().startswith(phrase) or f" {phrase}" in text[:40]:
-            return "factual", phrase.strip()
-    if opener := _INTERROGATIVE.match(text):
-        return "factual", opener.group(1)
-    return "factual", "-"
+@dataclass(frozen=True, slots=True)
+class TypeScore:
+    kind: QueryType
+    signal: str  # the strongest signal of the winning type ("" when none: the catch-all)
+    confidence: float  # the winner's lead over the next type, 0..1
+
+    @property
+    def sure(self) -> bool:
+        return self.confidence >= 1.0
+
+
+def score_types(question: str, mentioned: int, detailed: bool = False) -> TypeScore:
+    """The query type with the highest total signal weight (pure; table-tested in tests/test_routing.py).
+    `detailed`: the user asked for a detailed answer in an instruction of its own ("Graag uitgebreid.")."""
+    text = " ".join(_TERMS.sub(" ", question).split())
+    scores: dict[QueryType, float] = {"factual": FACTUAL_PRIOR, "exploratory": 0.0, "deep_dive": 0.0,
+                                      "comparative": 0.0}
+    best: dict[QueryType, tuple[float, str]] = {}
+    if detailed:
+        scores["deep_dive"], best["deep_dive"] = 2.0, (2.0, "uitgebreid")
+    for kind, pattern, weight, label in _COMPILED:
+        if pattern.search(text):
+            scores[kind] += weight
+            if weight > best.get(kind, (0.0, ""))[0]:
+                best[kind] = (weight, label)
+    if mentioned >= 2 and re.search(r"\b(en|and|of|or)\b", text, re.IGNORECASE):  # two named sources side by side
+        scores["comparative"] += 0.8 if re.search(r"\b(hoe|how)\b", text, re.IGNORECASE) else 0.4
+        best.setdefault("comparative", (0.4, "A en B"))
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    (kind, top), (_, second) = ranked[0], ranked[1]
+    confidence = min(1.0, top / SURE_SCORE) * min(1.0, (top - second) / SURE_MARGIN)
+    return TypeScore(kind, best.get(kind, (0.0, ""))[1], round(confidence, 3))
 
 
 def is_ambiguous(route: Route) -> bool:
-    """No type signal at all: the heuristics only guessed (the fast model may classify it)."""
-    return route.reason == ""
+    """The heuristics are not sure of the type (the fast model classifies it, when one is configured)."""
+    return route.confidence < 1.0
 
 
 def is_follow_up(question: str, history_has_user_turn: bool) -> bool:
@@ -95,29 +141,70 @@ _STOP_TOPIC = {"hoe", "wat", "wie", "welke", "waar", "wanneer", "en", "de", "het
                "op", "is", "zijn", "how", "what", "who", "which", "the", "a", "an", "of", "for", "about", "and", "are", "do", "does"}
 
 
-def heuristic_route(question: str, collections: list[Collection]) -> Route:
+_RESTRICT = r"\b(alleen|uitsluitend|enkel|slechts|only|solely|exclusively|just)\b"
+
+
+def restricted_to(question: str, collections: list[Collection], named: list[str]) -> list[str]:
+    """The collections the user explicitly limits the search to ("alleen in de X-documenten", "only the X
+    guidance"): a restricting word a few words before the collection's name."""
+    lowered = question.lower()
+    if not named or not re.search(_RESTRICT, lowered):
+        return []
+    return [c.name for c in collections if c.name in named and any(
+        re.search(rf"{_RESTRICT}\W+(?:[\w-]+\W+){{0,3}}{re.escape(s)}(?![\w])", lowered)
+        for s in {c.name.lower(), c.display_name.lower()})]
+
+
+def search_scope(kind: QueryType, named: list[str], restricted: list[str], everything: list[str]) -> list[str]:
+    """Which collections research searches, named ones first. Every collection, in parallel (a search costs
+    milliseconds), and the evidence decides which ones the answer draws on; a named collection only goes first
+    (its prior is raised in fact selection). Narrower only when the user restricts the scope explicitly, or for
+    a comparison of named sources: those are its sides."""
+    if restricted:
+        return restricted
+    if kind == "comparative" and named:
+        return named
+    return named + [name for name in everything if name not in named]
+
+
+def heuristic_route(question: str, collections: list[Collection], detailed: bool = False) -> Route:
     named = mentioned_collections(question, collections)
-    kind, signal = query_type(question, len(named))
-    targets = named or [c.name for c in collections]
+    typed = score_types(question, len(named), detailed)
+    scope = search_scope(typed.kind, named, restricted_to(question, collections, named), [c.name for c in collections])
     return Route(
-        query_type=kind,
-        collections=targets,
-        reason="" if signal == "-" else signal,
+        query_type=typed.kind,
+        collections=scope,
+        preferred=[name for name in named if name in scope],
+        reason=typed.signal,
+        confidence=typed.confidence,
         search_query=focus_terms(question, collections),
     )
 
 
-_GENERIC = {"documenten", "document", "publicaties", "bronnen", "gaan", "gaat", "geef", "graag", "uitleg", "over",
-            "documents", "publications", "sources", "give", "about", "tell", "me", "please", "zeggen", "zegt", "say",
-            "says", "staat", "stand"}
+_GENERIC = {"documenten", "document", "publicaties", "bronnen", "gaan", "gaat", "geef", "graag", "over", "documents",
+            "publications", "sources", "give", "about", "tell", "me", "please", "zeggen", "zegt", "say", "says", "staat",
+            "stand", "kun", "kunt", "can", "could", "you", "mij", "ik", "wil", "want", "know", "weten", "alles",
+            "everything", "precies", "exactly", "eigenlijk", "actually", "allemaal", "all", "alle", "er", "there",
+            "any", "iets", "anything", "we", "hebben", "have", "our", "onze", "collectie", "collection", "beschikbaar",
+            "available", "looking", "zoek", "zoeken", "search"}
+# The words of type signals: they say what kind of answer is wanted, not what it is about
+_SIGNAL_WORD = re.compile(
+    r"^(verschil\w*|vergelijk\w*|verhoud\w*|overeenkomst\w*|tegenover|compar\w*|differ\w*|similarit\w*|versus|vs|"
+    r"contrast\w*|strenger|ruimer|stricter|stringent|afwijk\w*|wijk\w*|deviat\w*|hoeverre|extent|leg|uit|uitleg\w*|"
+    r"toelichting|gedetailleerd\w*|detail\w*|uitgebreid\w*|diepgaand\w*|grondig\w*|thorough\w*|depth|"
+    r"comprehensive\w*|uitvoerig\w*|explain\w*|beschrijf|describe|analy[sz]\w*|analyseer\w*|walk|through|"
+    r"overzicht|overview|lijst\w*|list|opsomming|inventaris\w*)$", re.IGNORECASE)
 
 
 def focus_terms(question: str, collections: list[Collection]) -> str:
-    """The question without collection names, question-type signals and generic words: what to search for."""
-    text = f" {question} "
-    for _, phrases in _TYPE_SIGNALS:
-        for phrase in phrases:
-            text = re.sub(rf"(?<!\w){re.escape(phrase.strip())}\w*", " ", text, flags=re.IGNORECASE)
+    """What to search for: the question's content words and names, in their order, without collection names,
+    question-type signal words, question words and other stop words ("How do A and B differ in their safety
+    culture requirements?" -> "safety culture requirements"). Terms such as "defence-in-depth" stay whole."""
     drop = {c.name.lower() for c in collections} | {c.display_name.lower() for c in collections} | _GENERIC
-    kept = [w for w in _WORD.findall(text) if w.lower() not in drop]
+    terms = {m.group(0).lower() for m in _TERMS.finditer(question) if m.group(0)[:1] not in "'\"“"}
+    kept = []
+    for w in _WORD.findall(question):
+        lowered = w.lower().strip("'-")
+        if lowered in terms or not (lowered in drop or lowered in STOPWORDS or _SIGNAL_WORD.match(lowered)):
+            kept.append(w.strip("'"))
     return " ".join(kept) or question

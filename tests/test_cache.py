@@ -57,10 +57,11 @@ def test_plan_cache_skips_the_routing_call(service, fake_llm: FakeLLM) -> None:
     fake_llm.when_contains("Classificeer de vraag", Reply(text='{"query_type": "factual", "collections": ["security"]}'))
     script(fake_llm)
     base = service(llm_base_url=fake_llm.base_url, response_cache=False)
-    for _ in range(2):
-        ask(base, "Kernmateriaal tegen diefstal beschermen")
+    ask(base, "Kernmateriaal tegen diefstal beschermen")
+    first = fake_llm.calls
+    ask(base, "Kernmateriaal tegen diefstal beschermen")
     routing = [r for r in fake_llm.requests if "Classificeer" in r["messages"][-1]["content"]]
-    assert len(routing) == 1 and fake_llm.calls == 5
+    assert len(routing) == 1 and fake_llm.calls - first == first - 1  # the second ask: all but the routing call
 
 
 @pytest.fixture(scope="module")

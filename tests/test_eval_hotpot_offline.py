@@ -1,11 +1,13 @@
 """HotpotQA in `make eval`: the offline run on a few questions (when ../shared has the file), and the pure parts
-(HotpotQA's EM/F1 normalisation, the tuning/test splits, cited titles, the metrics and the report section)."""
+(HotpotQA's EM/F1 normalisation, the tuning/test splits, cited titles, the data's ceilings, the raw and attainable
+metrics and the report section)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,9 +72,9 @@ def test_cited_titles_read_the_sources_list_then_the_ledger() -> None:
 def _outcome(split: hotpot_eval.Split, kind: str, retrieved: set[str], cited: set[str], body: str,
              top: tuple[str, ...]) -> hotpot_eval.Outcome:
     question = {"id": body, "question": "?", "answer": "Lee Pace", "type": kind,
-                "supporting_facts": [["A", 0], ["B", 1]]}
+                "supporting_facts": [["A", 0], ["B", 1]], "context": [["A", ["Lee Pace."]], ["B", ["A film."]]]}
     return hotpot_eval.Outcome(question, split, frozenset(retrieved), frozenset(cited), body, False, 0.1, top,
-                               (True, True))
+                               (True, True), frozenset({"A", "B"}), True)
 
 
 def test_metrics_and_report_section() -> None:
@@ -92,6 +94,70 @@ def test_metrics_and_report_section() -> None:
     assert "| Answer present | 0.667 | ≥ 0.650 | ✅ |" in report
 
 
+def _question(qid: str, gold: tuple[str, str], context: dict[str, str], answer: str) -> dict[str, Any]:
+    return {"id": qid, "question": "?", "answer": answer, "type": "bridge",
+            "supporting_facts": [[title, 0] for title in gold], "context": [[t, [x]] for t, x in context.items()]}
+
+
+# q1 has both gold paragraphs; q2 one, its answer only as part of a word; q3 one, through q1's context; q4 none
+QUESTIONS = [
+    _question("q1", ("A", "B"), {"A": "Lee Pace acted.", "B": "A film."}, "Lee Pace"),
+    _question("q2", ("C", "D"), {"C": "Gold C.", "X": "Paris, Texas."}, "Par"),
+    _question("q3", ("E", "A"), {"Y": "Nothing here."}, "Lee Pace"),
+    _question("q4", ("F", "G"), {"Z": "Nothing either."}, "Oslo"),
+]
+
+
+def test_gold_and_answer_in_the_pool_come_from_the_data_alone() -> None:
+    pool = hotpot.paragraphs(QUESTIONS)
+    assert [hotpot.pooled_gold(q, pool) for q in QUESTIONS] == [{"A", "B"}, {"C"}, {"A"}, set()]
+    assert [hotpot.answer_in_pool(q, pool) for q in QUESTIONS] == [True, False, True, False]
+    assert not hotpot.answer_in_pool(QUESTIONS[0], {"B": "A film."})  # only what is pooled counts
+
+
+def _asked(split: hotpot_eval.Split, question: dict[str, Any], retrieved: set[str], cited: set[str],
+           prediction: str, top: tuple[str, ...], answer_in_top: tuple[bool, bool]) -> hotpot_eval.Outcome:
+    pool = hotpot.paragraphs(QUESTIONS)
+    return hotpot_eval.Outcome(question, split, frozenset(retrieved), frozenset(cited), prediction, False, 0.1, top,
+                               answer_in_top, hotpot.pooled_gold(question, pool), hotpot.answer_in_pool(question, pool))
+
+
+def test_ceilings_attainable_metrics_and_targets() -> None:
+    q1, q2, q3, q4 = QUESTIONS
+    outcomes = [o for split in hotpot_eval.SPLITS for o in (
+        _asked(split, q1, {"A", "B"}, {"A"}, "Lee Pace acted.", ("A", "X"), (True, True)),
+        _asked(split, q2, {"C"}, {"C"}, "Gold C.", ("C",), (False, False)),
+        _asked(split, q3, {"A"}, {"A"}, "Lee Pace", ("Y", "Z", "C", "A"), (False, True)),
+        _asked(split, q4, set(), set(), "", (), (False, False)))]
+    summary = hotpot_eval.summarize(outcomes) | {"pool_paragraphs": 7, "seconds": 1.0}
+    test = summary["test"]
+    assert test["ceilings"]["all"] == {
+        "questions": 4, "both_in_pool": 0.25, "one_in_pool": 0.75, "gold_share_in_pool": 0.5, "answer_in_pool": 0.5,
+        "n_both_in_pool": 1, "n_one_in_pool_only": 2, "n_none_in_pool": 1, "n_answer_in_pool": 2,
+        "n_gold_from_other_contexts": 1}
+    pipeline, base = test["pipeline"]["all"], test["baseline"]["all"]
+    assert (pipeline["both_retrieved"], pipeline["both_retrieved_attainable"]) == (0.25, 1.0)
+    assert pipeline["gold_cited"] == 0.375 and pipeline["gold_cited_attainable"] == pytest.approx(2.5 / 3, abs=1e-4)
+    assert (pipeline["answer_present"], pipeline["answer_present_attainable"]) == (0.5, 1.0)
+    assert (base["both_top5"], base["both_top5_attainable"]) == (0.0, 0.0)
+    assert base["gold_top5"] == 0.375 and base["gold_top5_attainable"] == pytest.approx(2.5 / 3, abs=1e-4)
+    assert (base["answer_top3"], base["answer_top3_attainable"]) == (0.25, 0.5)
+    assert (base["answer_top5"], base["answer_top5_attainable"]) == (0.5, 1.0)
+    assert test["pipeline"]["comparison"]["both_retrieved_attainable"] is None  # no question: JSON null, not NaN
+    json.dumps(summary, allow_nan=False)
+    cited = test["targets"]["Gold articles cited ≥ BM25 top-5 share + 0.15"]
+    assert cited == {"measured": 0.375, "target": 0.525, "met": False, "attainable": 0.833,
+                     "attainable_target": 0.983, "attainable_met": False, "ceiling": 0.5, "reachable": False}
+    assert test["targets"]["Both gold articles retrieved"]["attainable_met"] is True
+    report = "\n".join(hotpot_eval.report_lines(summary, Path("dev.jsonl")))
+    assert "lacks a gold paragraph for 6 of the 8 questions (75%: 4 have one, 2 none, only 2 both;" in report
+    assert "adds 2 gold articles" in report and "occurs in the pool text of only 4 (50%)" in report
+    assert "so the targets both gold retrieved ≥ 0.90 and answer present ≥ 0.65 cannot be met" in report
+    assert "| Questions with both gold articles in the pool | 0.250 | 0.250 | – | 0.250 |" in report
+    assert ("| Both gold articles retrieved | 0.250 | ≥ 0.900 | ❌ | 1.000 | ≥ 0.900 | ✅ | 0.250 (below the target) |"
+            in report)
+
+
 @pytest.mark.asyncio
 async def test_absent_hotpot_file_is_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert await main(["--hotpot-only", "--hotpot", str(tmp_path / "absent.jsonl")]) == {}
@@ -104,11 +170,16 @@ async def test_offline_hotpot_on_a_few_questions(capsys: pytest.CaptureFixture[s
     summary = await main(["--hotpot-only", "--split", "tune", "--hotpot-n", "12"])
     assert json.loads(capsys.readouterr().out) == summary
     assert set(summary) == {"tune", "pool_paragraphs", "seconds"} and 60 < summary["pool_paragraphs"] <= 120
-    pipeline, base = summary["tune"]["pipeline"], summary["tune"]["baseline"]
-    assert pipeline["all"]["questions"] == 6 == base["all"]["questions"]
+    pipeline, base, ceilings = (summary["tune"][part] for part in ("pipeline", "baseline", "ceilings"))
+    assert pipeline["all"]["questions"] == 6 == base["all"]["questions"] == ceilings["all"]["questions"]
     assert pipeline["bridge"]["questions"] + pipeline["comparison"]["questions"] == 6
-    for group in (*pipeline.values(), *base.values()):
-        assert all(0 <= v <= 1 for k, v in group.items() if k not in ("questions", "yes_no", "seconds_mean"))
+    for group in (*pipeline.values(), *base.values(), *ceilings.values()):
+        assert all(v is None or 0 <= v <= 1 for k, v in group.items()  # None: an attainable measure over none
+                   if k not in ("questions", "yes_no", "seconds_mean") and not k.startswith("n_"))
+    everything = ceilings["all"]
+    assert everything["n_both_in_pool"] + everything["n_one_in_pool_only"] + everything["n_none_in_pool"] == 6
+    assert pipeline["all"]["both_retrieved"] <= everything["both_in_pool"]  # nothing beyond the data's ceiling
+    assert base["all"]["gold_top5"] <= everything["gold_share_in_pool"]
     assert base["all"]["one_top5"] >= 0.5  # plain BM25 finds a gold article for most questions
     assert pipeline["all"]["em"] <= pipeline["all"]["f1"] <= 1
     assert all(isinstance(t["met"], bool) for t in summary["tune"]["targets"].values())

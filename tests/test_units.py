@@ -86,7 +86,9 @@ def test_citation_filter_streams_split_markers() -> None:
 def test_heuristic_routes(question: str, kind: str, collections: list[str] | None) -> None:
     route = heuristic_route(question, COLLECTIONS)
     assert route.query_type == kind
-    assert route.collections == (collections or [c.name for c in COLLECTIONS])
+    assert route.preferred == (collections or [])
+    assert set(route.collections) == set(collections if kind == "comparative" and collections else
+                                         [c.name for c in COLLECTIONS])
     assert "iaea" not in route.search_query.lower().split()
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from graph import messages
 from graph.context import Context
 from graph.events import Step, emit
+from graph.hops import bridge_queries, complete
 from graph.loop import (
     Decision,
     Limits,
@@ -18,6 +19,7 @@ from graph.loop import (
     covered_tasks,
     decide,
     failed_collections,
+    follow_up_tasks,
     rules_verdict,
     with_findings,
 )
@@ -50,12 +52,27 @@ def accept_verdict(reply: JudgeReply, tasks: list[ResearchTask]) -> Verdict:
     return Verdict(status=reply.status, missing=missing, queries=queries, judged_by="llm")
 
 
+def alternatives(tasks: list[ResearchTask], ctx: Context) -> dict[str, list[str]]:
+    """Other wordings a correction round may try per collection: the query with the glossary's wordings in
+    both languages, and with the collection's name (a side of a comparison searched by who it is)."""
+    out: dict[str, list[str]] = {}
+    glossary = ctx.catalog.glossary
+    for task in tasks:
+        wordings = [glossary.expand(glossary.expand(task.query, "nl"), "en")]
+        if ctx.display(task.collection).lower() not in task.query.lower():
+            wordings.append(f"{ctx.display(task.collection)} {task.query}")
+        out.setdefault(task.collection, []).extend(w for w in wordings if w != task.query)
+    return out
+
+
 async def judge(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     language, facts, evidence = ctx.language, state["facts"], state["evidence"]
     covered = covered_tasks(loop.tasks, state["outcomes"], facts, evidence)
     usage = Usage()
-    verdict = coverage_verdict(route.query_type, loop.tasks, covered, facts)
+    focus = route.search_query or state["question"]
+    verdict = coverage_verdict(route.query_type, loop.tasks, covered, facts,
+                               complete(focus, facts, evidence, ctx.catalog.glossary))
     if verdict is None and ctx.llm is not None:
         prompt = ctx.prompts.render("judge", language, question=state["question"],
                                     facts="\n".join(f"- {f.text}" for f in facts),
@@ -73,8 +90,15 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
     limits = Limits(max_rounds=ctx.config.max_iterations,
                     tokens_left=ctx.config.token_budget - (state["usage"] + usage).total_tokens,
                     seconds_left=ctx.deadline - time.monotonic())
+    failed = failed_collections(state["outcomes"])
+    hops = []
+    if route.query_type == "factual" and verdict.status != "sufficient":  # a second hop, from the evidence
+        hops = bridge_queries(state["question"], focus, evidence, ctx.catalog.words())
+        if hops:
+            emit(Step(messages.line("hops", language, queries=" · ".join(hops))))
     decision = decide(loop, verdict, kind=route.query_type, new_evidence=len(evidence) - loop.evidence_seen,
-                      failed=failed_collections(state["outcomes"]), limits=limits)
+                      failed=failed, limits=limits, follow_ups=follow_up_tasks(loop.tasks, hops, loop.round, failed),
+                      alternatives=alternatives(loop.tasks, ctx))
     if decision.stop not in (None, "sufficient"):
         emit(Step(messages.line("stop", language, reason=messages.reason_label(decision.stop, language))))
     # sub-questions that waited for earlier findings are sharpened with them; the rest are refinements

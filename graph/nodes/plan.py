@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from graph import messages
 from graph.context import Context
 from graph.events import Step, emit
+from graph.hops import entity_queries
 from graph.models import ResearchTask, Route, Usage
 from graph.state import State
 from graph.structured import ask_json
@@ -34,8 +35,17 @@ def source_query(query: str, name: str, route: Route, ctx: Context) -> str:
     return " ".join(kept) or query
 
 
-def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | None = None) -> list[ResearchTask]:
-    """Deterministic per-collection tasks (offline mode and fallback)."""
+def in_language(query: str, collection: str, ctx: Context) -> str:
+    """A query for a collection whose documents are in another language than the question gets the glossary's
+    wordings in that language ("veiligheidscultuur" -> "veiligheidscultuur safety culture")."""
+    language = ctx.catalog.language(collection)
+    return ctx.catalog.glossary.expand(query, language) if language and language != ctx.language else query
+
+
+def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | None = None,
+                   extra: list[str] | None = None) -> list[ResearchTask]:
+    """Deterministic per-collection tasks (offline mode and fallback); `extra`: more queries for each (the names
+    of a question about several, searched on their own)."""
     condense = route.query_type == "comparative"
     top_k = ctx.config.top_k
     # a question aimed at one or two collections reads deeper into each ranking
@@ -44,11 +54,13 @@ def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | N
         ResearchTask(
             id=name,
             collection=name,
-            query=source_query(route.search_query, name, route, ctx) if condense else route.search_query,
+            query=in_language(source_query(route.search_query, name, route, ctx) if condense else route.search_query,
+                              name, ctx),
             label=ctx.display(name),
             condense=condense,
             doc_ids=(doc_ids or {}).get(name, []),
             limit=limit,
+            extra=[] if condense else (extra or []),
         )
         for name in route.collections
     ]
@@ -115,6 +127,7 @@ async def plan(state: State, runtime: Runtime[Context]) -> dict:
         docs: dict[str, list[str]] = {}
         for ref in state["documents"]:
             docs.setdefault(ref["collection"], []).append(ref["doc_id"])
-        tasks = template_tasks(route, ctx, docs)
+        extra = entity_queries(state["question"], route.search_query, ctx.catalog.words())
+        tasks = template_tasks(route, ctx, docs, extra)
     ready, pending = [t for t in tasks if not t.after], [t for t in tasks if t.after]
     return {"loop": state["loop"].start(ready, pending, len(state["evidence"])), "usage": usage}

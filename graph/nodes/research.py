@@ -12,6 +12,7 @@ CPU during the benchmark's concurrency sweep, for a sequence that has no branche
 
 from __future__ import annotations
 
+import asyncio
 from typing import TypedDict
 
 from langgraph.runtime import Runtime
@@ -39,6 +40,26 @@ class ResearchOutput(TypedDict, total=False):
     usage: Usage
 
 
+def interleave(rankings: list[list[Evidence]]) -> list[Evidence]:
+    """Several rankings as one: first hits of every query, then the second ones, ..., without repeats."""
+    merged: dict[str, Evidence] = {}
+    for rank in range(max(map(len, rankings), default=0)):
+        for hits in rankings:
+            if rank < len(hits):
+                merged.setdefault(hits[rank].id, hits[rank])
+    return list(merged.values())
+
+
+async def search_all(ctx: Context, task: ResearchTask) -> list[Evidence]:
+    """The task's queries on its collection, in parallel; one that fails fails the task (its first error)."""
+    results = await asyncio.gather(*(ctx.docs.search(task.collection, q) for q in task.queries),
+                                   return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return interleave(results)  # type: ignore[arg-type]
+
+
 def focus(hits: list[Evidence], doc_ids: list[str], limit: int) -> list[Evidence]:
     """Hits from the focus documents first (stable), then the rest, cut at `limit`."""
     if doc_ids:
@@ -64,7 +85,8 @@ async def condense(task: ResearchTask, question: str, evidence: list[Evidence], 
     else:
         usage = Usage()
     # a sub-agent researches a source the question named: its best sentences count, no relevance floor
-    return select_facts(task.query or question, evidence, limit, language=ctx.language, min_coverage=0), usage
+    return select_facts(task.query or question, evidence, limit, language=ctx.language, min_coverage=0,
+                        glossary=ctx.catalog.glossary), usage
 
 
 async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchOutput:
@@ -72,15 +94,15 @@ async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchO
     ctx, task = runtime.context, state["task"]
     language = ctx.language
     emit(SubAgentStatus(task.label, "started"))
-    emit(Step(messages.line("searching", language, coll=task.label)))
+    emit(Step(messages.line("searching", language, coll=task.label, query=" · ".join(task.queries))))
     try:
-        hits = await ctx.docs.search(task.collection, task.query)
+        hits = await search_all(ctx, task)
     except DocumentError as exc:
         emit(SubAgentStatus(task.label, "failed", str(exc)))
         degrade("documents", messages.line("failed", language, coll=task.label, error=exc))
         gap = messages.line("gap", language, coll=ctx.display(task.collection), error=exc)
         return {"outcomes": [Outcome(task_id=task.id, collection=task.collection, error=str(exc))], "gaps": [gap]}
-    evidence = focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3)
+    evidence = focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3 + 3 * len(task.extra))
     outcome = Outcome(task_id=task.id, collection=task.collection)
     if not task.condense or not evidence:
         emit(Step(messages.line("found" if evidence else "none_found", language, coll=task.label, n=len(evidence))))

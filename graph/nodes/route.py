@@ -10,7 +10,16 @@ from graph import messages
 from graph.context import Context
 from graph.events import Step, emit
 from graph.models import QueryType, Route, Usage
-from graph.routing import focus_terms, heuristic_route, is_ambiguous, is_follow_up, standalone
+from graph.routing import (
+    focus_terms,
+    heuristic_route,
+    is_ambiguous,
+    is_follow_up,
+    mentioned_collections,
+    restricted_to,
+    search_scope,
+    standalone,
+)
 from graph.state import State
 from graph.structured import ask_json, ask_text
 
@@ -21,14 +30,16 @@ class RouteReply(BaseModel):
 
 
 def accept_route(reply: RouteReply, ctx: Context, question: str) -> Route:
-    known = ctx.catalog.names
+    """The model's type; the collections it names only go first (as named ones do), never exclude the others."""
+    known, collections = ctx.catalog.names, ctx.catalog.collections
     named = {ctx.catalog.resolve(c) for c in reply.collections}
     chosen = [name for name in known if name in named]
     if reply.collections and not chosen:
         raise ValueError(f"no configured collection among {sorted(reply.collections)}")
-    chosen = chosen or known  # no collection named: all of them, never a single-collection guess
-    return Route(query_type=reply.query_type, collections=chosen, reason="model",
-                 search_query=focus_terms(question, ctx.catalog.collections))
+    restricted = restricted_to(question, collections, mentioned_collections(question, collections))
+    scope = search_scope(reply.query_type, chosen, restricted, known)
+    return Route(query_type=reply.query_type, collections=scope, preferred=[c for c in chosen if c in scope],
+                 reason="model", search_query=focus_terms(question, collections))
 
 
 def _one_line(text: str) -> str:
@@ -72,17 +83,18 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
         question, usage = await rewrite_follow_up(state, ctx)
         update["question"] = question
         emit(Step(messages.line("rewritten", language, question=question)))
-    decision = heuristic_route(question, ctx.catalog.collections)
-    if is_ambiguous(decision) and ctx.llm is not None:
+    decision = heuristic_route(question, ctx.catalog.collections, state["instructions"].detailed)
+    if is_ambiguous(decision) and ctx.llm is not None:  # the heuristics are not sure: one small model call
         by_model, spent = await classify(question, ctx)
         usage = usage + spent
-        # on failure: all configured collections, never a single-collection guess
-        decision = by_model or decision.model_copy(update={"collections": ctx.catalog.names})
+        decision = by_model or decision  # on failure: the heuristics' best guess
     kind = messages.kind_label(decision.query_type, language)
-    if decision.reason:
+    if decision.reason == "model":
+        emit(Step(messages.line("route_model", language, kind=kind)))
+    elif decision.reason and not is_ambiguous(decision):
         emit(Step(messages.line("route_signal", language, kind=kind, signal=decision.reason)))
     else:
-        emit(Step(messages.line("route", language, kind=kind)))
+        emit(Step(messages.line("route_unsure", language, kind=kind)))
     emit(Step(messages.line("collections", language, names=", ".join(ctx.display(c) for c in decision.collections))))
     if ctx.llm is None:
         emit(Step(messages.line("offline", language)))

@@ -1,0 +1,111 @@
+"""Searches that evidence suggests: the names a question is about, and the bridge names first-hop evidence gives.
+
+A question about two named things ("Who is older, A or B?") is searched for each name on its own as well as
+whole: one BM25 query with both names ranks passages that mention either, rarely both articles. A question that
+goes through an intermediate entity ("the band that recorded album X was formed in which city?") needs a second
+hop: the first hop finds the passage about X, which names the band; the band's name plus the words of the
+question that passage does not cover is the next query. Pure functions over text; the loop decides when to use
+them (`graph/loop.py`). Written by hand: the names come from capitalisation and quotes, which no library here
+extracts for both Dutch and English without a model.
+"""
+
+from __future__ import annotations
+
+import re
+
+from graph.extractive import query_terms, stems_of, weighted_coverage
+from graph.glossary import Glossary
+from graph.models import Evidence, Fact
+from textkit import STOPWORDS
+
+# A name: capitalised words (or words with digits), joined by short lower-case connectors ("Folie à Deux",
+# "United States Merchant Marine Academy", "GSR Part 2", "Lemony Snicket's A Series of Unfortunate Events")
+_NAME = re.compile(
+    r"(?<![\w'’])(?:[A-Z][\w'’.&/-]*)(?:\s+(?:(?:of|the|de|van|der|den|het|la|le|du|des|à|for|on|in|a)\s+)*"
+    r"[A-Z0-9][\w'’.&/-]*)*"
+)
+_QUOTED = re.compile(r"\"([^\"]{2,100})\"|“([^”]{2,100})”")
+_LEADING = set(
+    "what which who whom whose where when why how is are was were does do did can could has have had in on at of "
+    "the a an and or both wat welke welk wie waar wanneer waarom hoe is zijn was waren heeft hebben kan mag moet "
+    "de het een en of in op bij van volgens".split()
+)
+MAX_BRIDGES = 3
+
+
+def _clean(span: str) -> str:
+    words = span.split()
+    while words and words[0].lower() in _LEADING:
+        words = words[1:]
+    return re.sub(r"['’]s$", "", " ".join(words)).strip(" .,:;'’")
+
+
+def names(text: str, exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The names in a text, in order, without repeats: quoted titles first, then capitalised spans (a question's
+    opening word and words in `exclude`, such as collection names, are not names)."""
+    found = [a or b for a, b in _QUOTED.findall(text)]
+    rest = _QUOTED.sub(" , ", text)
+    found += [_clean(m.group(0)) for m in _NAME.finditer(rest)]
+    out: dict[str, None] = {}
+    for name in found:
+        name = name.strip()
+        if len(name) < 2 or name.lower() in exclude or name.lower() in STOPWORDS or name.isdigit():
+            continue
+        out.setdefault(name, None)
+    return list(out)
+
+
+def entity_queries(question: str, focus: str, exclude: set[str]) -> list[str]:
+    """Each named thing of a question about two or more, searched on its own (nothing for a question about one
+    name or none: its focus query is already about it)."""
+    found = [n for n in names(question, exclude) if n.lower() != focus.lower()]
+    return found[:MAX_BRIDGES] if len(found) >= 2 else []
+
+
+def complete(focus: str, facts: list[Fact], evidence: list[Evidence], glossary: Glossary | None = None) -> bool:
+    """The passages the facts rest on (with their titles) hold every topic word of the question: nothing is
+    left for a second hop to find. Passages rather than the facts' words: a model's facts paraphrase."""
+    query = query_terms(focus, glossary)
+    cited = {i for f in facts for i in f.evidence_ids}
+    have: set[str] = set()
+    for e in evidence:
+        if e.id in cited:
+            have |= stems_of(f"{e.title} {e.text}", glossary)
+    return all(t & have for t in query)
+
+
+def uncovered_words(question_focus: str, passage: str) -> list[str]:
+    """The question's topic words a passage does not contain, in the question's order."""
+    have = stems_of(passage)
+    words = re.findall(r"[\w'’/.-]+", question_focus)
+    return [w for w in words if w.lower() not in STOPWORDS
+            and not any(group & have for group in query_terms(w))]
+
+
+def bridge_queries(question: str, focus: str, evidence: list[Evidence], exclude: set[str]) -> list[str]:
+    """Second-hop queries: for the passages that cover the question best, the names they mention that the
+    question does not (the bridge), each with the question's words those passages leave uncovered."""
+    if not evidence:
+        return []
+    query = query_terms(focus)
+    if not query:
+        return []
+    coverage = weighted_coverage(query, [stems_of(e.text) for e in evidence])
+    best = sorted(range(len(evidence)), key=lambda i: -coverage[i])[:3]
+    asked = {n.lower() for n in names(question, exclude)} | {w.lower() for w in focus.split()}
+    queries: list[str] = []
+    for i in best:
+        if coverage[i] <= 0:
+            continue
+        missing = uncovered_words(focus, evidence[i].text)
+        if not missing:
+            continue
+        candidates = [re.sub(r"\s*\(.*?\)$", "", evidence[i].title)] + names(evidence[i].text, exclude)
+        for name in candidates:
+            if name.lower() in asked or name.lower() in question.lower() or not name:
+                continue
+            queries.append(f"{name} {' '.join(missing)}")
+            asked.add(name.lower())
+            if len(queries) >= MAX_BRIDGES:
+                return queries
+    return queries
