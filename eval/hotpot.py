@@ -27,7 +27,7 @@ import os
 import re
 import string
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,6 +94,19 @@ def select_questions(questions: Sequence[dict[str, Any]], n: int) -> list[dict[s
 def gold_titles(question: dict[str, Any]) -> list[str]:
     """The supporting (gold) articles of a question."""
     return list(dict.fromkeys(title for title, _ in question["supporting_facts"]))
+
+
+def pooled_gold(question: dict[str, Any], pool: Mapping[str, str]) -> frozenset[str]:
+    """The gold articles of a question that exist as pooled paragraphs (`pool`: title -> text, as `paragraphs`
+    gives it). In the full distractor setting both are in the question's own context; in this file often not."""
+    return frozenset(title for title in gold_titles(question) if title in pool)
+
+
+def answer_in_pool(question: dict[str, Any], pool: Mapping[str, str]) -> bool:
+    """The normalised gold answer occurs as whole words (`answer_found`) in the pooled text of a paragraph of the
+    question's own context or of one of its gold articles present in the pool: the answer can be read there."""
+    titles = dict.fromkeys([title for title, _ in question["context"]] + gold_titles(question))
+    return any(answer_found(question["answer"], pool[title]) for title in titles if title in pool)
 
 
 def normalize_answer(text: str) -> str:
