@@ -53,6 +53,25 @@ def _article_of(chunk: Chunk) -> str | None:
     return match.group(1).lower() if match else None
 
 
+# A summary document's chunks after its first `SUMMARY_CHUNKS` count `SUMMARY_DECAY` less each: one long summary
+# that matches everywhere must not push the official article it summarises out of the top 10.
+SUMMARY_CHUNKS, SUMMARY_DECAY = 2, 0.5
+
+
+def _diversified(scored: list[tuple[float, int]], pairs: Sequence[tuple[Document, Chunk]]) -> list[tuple[float, int]]:
+    """The ranking (best first) with a summary document's later chunks discounted, re-sorted: scores stay in
+    rank order, nothing is dropped."""
+    seen: Counter[str] = Counter()
+    out = []
+    for score, i in scored:
+        document = pairs[i][0]
+        seen[document.doc_id] += 1
+        extra = seen[document.doc_id] - SUMMARY_CHUNKS
+        out.append((score * SUMMARY_DECAY ** extra if document.kind == "summary" and extra > 0 else score, i))
+    out.sort(key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     document: Document
@@ -209,7 +228,7 @@ class Index:
             if score > 0 and (doc_id is None or pairs[i][0].doc_id == doc_id)
         ]
         scored.sort(key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index))
-        scored = scored[:limit]
+        scored = _diversified(scored, pairs)[:limit]
         top = scored[0][0] if scored else 1.0
         matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in scored])
         return [Hit(*pairs[i], score, round(score / top, 4), matched[i]) for score, i in scored]

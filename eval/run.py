@@ -33,7 +33,7 @@ from docserver.corpus import BUNDLED_CORPUS, load_corpus
 from docserver.embedded import serve_in_background
 from docserver.ingest import ingest
 from docserver.store import load_documents
-from eval import hotpot, hotpot_eval
+from eval import hotpot, hotpot_eval, routing
 from eval.answers import body_of, is_declined
 from graph.build import build_graph
 from graph.claims import cited_numbers, claim_sentences, supported
@@ -118,7 +118,7 @@ async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
         result.ranks[collection] = list(dict.fromkeys(h.doc_id for h in hits))
         if item.get("gold_articles"):
             wanted = {a.lower() for a in item["gold_articles"]}
-            found = {m.group(1).lower() for h in hits[:10] if h.doc_id in item["gold_docs"]
+            found = {m.group(1).rstrip(".").lower() for h in hits[:10] if h.doc_id in item["gold_docs"]
                      for m in [re.search(r"(?:artikel|article)\s+([\w.]+)", h.section, re.IGNORECASE)] if m}
             result.article_hit = bool(result.article_hit) or bool(wanted & found)
     return result
@@ -403,7 +403,10 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     hotpot_lines = (hotpot_eval.report_lines(hotpot_summary, args.hotpot) if hotpot_summary else
                     ["## HotpotQA (public, offline mode)", "", "Not run in this report (`--skip-hotpot`, `--limit` "
                      f"or `{args.hotpot}` absent)."])
-    write_report(halves, results, split_of, mode, args.out, law_summary, laws, hotpot_lines)
+    catalog = load_catalog(settings.collections_file)
+    routed = [routing.heuristics(item, catalog) for item in routing.load()]
+    routing_lines = routing.section(routing.halves(routed), routing.load_llm_results(), summary["routing_accuracy"])
+    write_report(halves, results, split_of, mode, args.out, law_summary, laws, [*routing_lines, "", *hotpot_lines])
     flat = {name: {k: v for k, v in s.items() if not isinstance(v, dict)} for name, s in halves.items()}
     print(json.dumps({"gold": flat, "hotpot": hotpot_summary}, indent=2, ensure_ascii=False))
     return summary | {"halves": halves, "hotpot": hotpot_summary}

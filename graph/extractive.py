@@ -80,6 +80,17 @@ KEEP_RATIO, PRIOR_RATIO = 0.8, 0.6
 PAIR_COVERAGE = 0.75  # tuning halves: 1.0 and 0.85 answered fewer HotpotQA questions, declined no more unanswerable
 PRIOR_BONUS = 0.5  # added to the score of a named collection's sentences
 TITLE_BONUS = 1.0  # added to the sentences of a document whose title the question names
+ARTICLE_BONUS = 5.0  # the article a question names ("artikel 15aa"): its own sentences come first, whatever words they use
+_ARTICLE = re.compile(r"\b(?:artikel|art\.|article)\s+(\d+[a-z]*(?:\.\d+[a-z]*)*)", re.IGNORECASE)
+
+
+def article_bonus(evidence: Evidence, article: str) -> float:
+    """For a question naming an article ("artikel 15aa"): the passage that is that article (its section or
+    title names it, not merely its text) ranks up, its official text ahead of a summary of it."""
+    named = [m.group(1).lower() for text in (evidence.section, evidence.title) if (m := _ARTICLE.search(text))]
+    if article not in named:
+        return 0.0
+    return ARTICLE_BONUS / 2 if evidence.summary else ARTICLE_BONUS
 
 
 def weighted_coverage(query: list[frozenset[str]], passages: list[set[str]]) -> list[float]:
@@ -122,7 +133,7 @@ def select_facts(
     covered = [(sum(bool(t & s) for t in query) / len(query), i, e) for i, (e, s) in enumerate(zip(ledger, stems,
                                                                                                      strict=True))]
     best = max(c for c, _, _ in covered)
-    pair = best_pair(query, stems, ledger, question) if not spread else None
+    pair = best_pair(query, stems, ledger, question) if not spread and len(_names(question)) >= 2 else None
     if pair is not None and pair[0] >= PAIR_COVERAGE:  # a question through two linked passages (a bridge): when
         best = max(best, pair[0])  # together they hold (nearly) all of its topic words, both count
     if min_coverage:
@@ -144,18 +155,21 @@ def select_facts(
                 if c > 0 and ((e.collection in kept and weighted[i] >= 0.5 * top) or i in linked)]
     candidates = [(i, j, sentence, e, stems_of(sentence, glossary))
                   for i, e in passages for j, sentence in enumerate(sentences(e.text))]
+    article = (m.group(1).lower() if (m := _ARTICLE.search(question)) else "")
     total = len(candidates) or 1
     weight = {t: math.log(1 + total / (1 + sum(bool(t & c[4]) for c in candidates))) for t in query}
     ranked: dict[str, list[tuple[float, int, int, str, str]]] = {}
     for i, j, sentence, evidence, stems in candidates:
         score = sum(weight[t] for t in query if t & stems)
-        if not score:
+        bonus = article_bonus(evidence, article) if article else 0.0  # its sentences need not repeat the question
+        if not score and not bonus:
             continue
         if detect_language(sentence, default=language) != language:
             score *= 0.7
         score += 0.5 * evidence.relevance + (PRIOR_BONUS if evidence.collection in prior else 0.0)
         if len(title_core(evidence.title)) > 2 and title_core(evidence.title) in question.lower():
             score += TITLE_BONUS  # a document about something the question names: its sentences speak about it
+        score += bonus
         ranked.setdefault(evidence.collection if spread else "", []).append((score, -i, -j, sentence, evidence.id))
     if not spread:
         return _covering(ranked.get("", []), query, weight, question, max_facts, per_source, glossary)
@@ -176,6 +190,12 @@ def select_facts(
             if len(facts) >= max_facts:
                 break
     return facts
+
+
+def _names(question: str) -> list[str]:
+    """Capitalised names in a question after its first word (a question about two things, or through one)."""
+    words = re.findall(r"[\w'-]+", question)[1:]
+    return list(dict.fromkeys(w for w in words if w[:1].isupper() and w.lower() not in _QUESTION_WORDS))
 
 
 def title_core(title: str) -> str:

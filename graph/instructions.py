@@ -17,9 +17,9 @@ from graph.models import Language
 # Families of answer instructions, Dutch and English. Each pattern must match a whole sentence's *purpose*:
 # it is only tried on sentences that `_is_instruction` also finds to have no topic words left over.
 _LENGTH = (r"\b(kort|korte|beknopt|beknopte|bondig|in het kort|samengevat|uitgebreid|uitgebreide|brief|briefly|short|"
-           r"concise|concisely|succinct|tl;?dr|in (?:een|één|twee|drie|\d+|one|two|three|a few) "
-           r"(?:zin|zinnen|woorden|alinea'?s?|sentences?|words|paragraphs?|lines?)|max(?:imaal|imum)? \d+ "
-           r"(?:woorden|zinnen|words|sentences))\b")
+           r"concise|concisely|succinct|tl;?dr|(?:in |max(?:imaal|imum)? |at most |hooguit )+"
+           r"(?:een|één|twee|drie|vier|vijf|\d+|one|two|three|four|five|a few) "
+           r"(?:zin|zinnen|woorden|alinea'?s?|sentences?|words|paragraphs?|lines?))\b")
 _FORMAT = (r"\b(json|yaml|markdown|tabel|table|lijst|list|opsommingstekens|opsomming|bullet ?points?|bullets?|"
            r"genummerde|numbered|stappen|steps)\b")
 _LANGUAGE = r"\b(in het|in)\s+(engels|nederlands|english|dutch)\b"
@@ -78,7 +78,8 @@ def _describe(texts: list[str]) -> Instructions:
                                            ("list", r"\b(lijst|list|opsomming\w*|bullet\w*|genummerde|numbered)\b"))
                 if re.search(pattern, joined)), "")
     brief = bool(re.search(r"\b(kort|korte|beknopt\w*|bondig|in het kort|brief\w*|short|concise\w*|succinct|tl;?dr|"
-                           r"één zin|one sentence|max\w* \d+)\b", joined))
+                           r"(een|één|twee|drie|one|two|three|\d+) (zin|zinnen|sentences?|lines?)|max\w* \w+ "
+                           r"(woorden|words|zinnen|sentences))\b", joined))
     detailed = bool(re.search(r"\b(uitgebreid\w*|in detail|detailed|thorough\w*)\b", joined))
     return Instructions(texts, brief=brief, detailed=detailed and not brief, format=fmt, language=language)
 

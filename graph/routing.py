@@ -26,17 +26,20 @@ _SIGNALS: list[Signal] = [
     ("comparative", r"\b(anders (aan|dan|om)|hetzelfde als|same as|in line with|relat\w* (to|tussen)|relatie tussen)\b",
      1.2, "anders dan"),
     ("comparative", r"\b(that|which|die|dat|wat)\b.{1,40}\b(does not|doesn'?t|do not|niet)\b(?!.{0,8}\b(zijn|is|are)\b)",
-     1.0, "A maar niet B"),
+     1.4, "A maar niet B"),
     # overviews: which documents or rules exist, what is known or available, lists
     ("exploratory", r"\b(welke|which|what|wat voor|zijn er|are there|is there|bestaan er|alle|all)\b[^?]{0,60}?"
      r"\b(documenten|publicaties|publications|documents|bronnen|sources|verdragen|conventions|richtlijnen|guides?|"
-     r"guidelines?|guidance|leidraden|normen|standards|wetten|besluiten|regels|regelgeving|regulations|laws)\b",
+     r"guidelines?|guidance|leidraden|normen|standards|standaarden|wetten|besluiten|regels|regelgeving|regulations|"
+     r"laws|rules|bepalingen|regelingen|verordeningen|rapporten|reports|richtsnoeren)\b",
      1.6, "documenten"),
     ("exploratory", r"\b(overzicht|overview|lijst(je)? van|list (of|the|all)|opsomming van|inventaris\w*)\b", 1.8,
      "overzicht"),
     ("exploratory", r"\b(wat weten we|what do we know|wat hebben we|what do we have|heb je iets|hebben jullie iets|"
      r"is there anything|anything on|do you have anything|wat is er (beschikbaar|te vinden)|what is available|"
-     r"(is|are) (there )?available|ik zoek (alle|documenten|informatie)|i am looking for|i'm looking for|looking for all)\b",
+     r"(is|are) (there )?available|ik zoek (alle|documenten|informatie)|i am looking for|i'm looking for|looking for all|"
+     r"waar (kan ik|vind ik)|where can i find|what has been (published|written)|wat is er (gepubliceerd|geschreven)|"
+     r"informatie over|information (on|about)|materiaal over|material on)\b",
      2.0, "wat weten we"),
     ("exploratory", r"\b(van toepassing|apply to|applicable|allemaal|gelden er)\b", 0.8, "van toepassing"),
     # deep dives: thorough explanations, walk-throughs, analyses, everything about one subject
