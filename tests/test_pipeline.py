@@ -411,15 +411,20 @@ async def test_loop_stops_after_max_iterations_when_never_sufficient(docs, llm, 
     assert calls <= 5 + 2 * 2
 
 
+def _anvs_side_finds_nothing(fake: FakeLLM, status: str, query: str) -> None:
+    """A comparison whose ANVS sub-agent condenses nothing, and a judge that asks for `query` on the ANVS side."""
+    fake.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
+    fake.when_contains("Je bent een onderzoeksagent voor de bron ANVS", Reply(text='{"facts": []}'))
+    fake.when_contains("Je bent een onderzoeksagent", Reply(
+        text=json.dumps({"facts": [{"fact": "IAEA-feit.", "sources": [1]}]})))
+    fake.when_contains("Beoordeel of de kernfeiten", Reply(text=json.dumps(
+        {"status": status, "missing": [{"source": "ANVS", "aspect": "x", "query": query}]})))
+    fake.when_contains("Je bent NEO NL", Reply(text="Alleen IAEA [1]."))
+
+
 @pytest.mark.asyncio
 async def test_loop_stops_when_a_retry_brings_no_new_evidence(docs, llm, fake_llm: FakeLLM) -> None:
-    fake_llm.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
-    fake_llm.when_contains("Je bent een onderzoeksagent voor de bron ANVS", Reply(text='{"facts": []}'))
-    fake_llm.when_contains("Je bent een onderzoeksagent", Reply(
-        text=json.dumps({"facts": [{"fact": "IAEA-feit.", "sources": [1]}]})))
-    fake_llm.when_contains("Beoordeel of de kernfeiten", Reply(
-        text='{"status": "insufficient", "missing": [{"source": "ANVS", "aspect": "x", "query": "eisen anvs veiligheidscultuur"}]}'))
-    fake_llm.when_contains("Je bent NEO NL", Reply(text="Alleen IAEA [1]."))
+    _anvs_side_finds_nothing(fake_llm, "insufficient", "eisen anvs veiligheidscultuur")
     # the same words reordered, top_k=10: the first round already took every hit, so the retry finds nothing new
     events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, top_k=10, max_iterations=3, model_decompose=True, model_condense=True))
     assert "Onderzoek gestopt: geen nieuwe passages gevonden" in steps
@@ -430,13 +435,7 @@ async def test_loop_stops_when_a_retry_brings_no_new_evidence(docs, llm, fake_ll
 async def test_a_correction_round_never_repeats_a_query_on_a_collection(docs, llm, fake_llm: FakeLLM) -> None:
     """A judge that keeps proposing the same refined query gets it searched once: the next round would repeat
     it, so research stops with nothing new left to try instead."""
-    fake_llm.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
-    fake_llm.when_contains("Je bent een onderzoeksagent voor de bron ANVS", Reply(text='{"facts": []}'))
-    fake_llm.when_contains("Je bent een onderzoeksagent", Reply(
-        text=json.dumps({"facts": [{"fact": "IAEA-feit.", "sources": [1]}]})))
-    fake_llm.when_contains("Beoordeel of de kernfeiten", Reply(
-        text='{"status": "partial", "missing": [{"source": "ANVS", "aspect": "x", "query": "ANVS veiligheidscultuur"}]}'))
-    fake_llm.when_contains("Je bent NEO NL", Reply(text="Alleen IAEA [1]."))
+    _anvs_side_finds_nothing(fake_llm, "partial", "ANVS veiligheidscultuur")
     _, steps, _, _ = await _run(SEED_COMPARATIVE, _context(docs, llm, max_iterations=3, model_decompose=True,
                                                             model_condense=True))
     searches = [s for s in steps if "zoeken naar" in s]
