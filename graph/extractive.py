@@ -117,15 +117,16 @@ def select_facts(
     """Key sentences for the question from the passages that cover it.
 
     Declining comes first and is decided per passage: when no passage contains at least `min_coverage` of
-    the question's topic words, or a name or number from the question occurs in no passage at all, nothing
-    is selected and the question is declined instead of answered with near misses (`min_coverage=0` turns
-    this off, for sub-agents researching a source the user named). Then the evidence decides which
-    collections count: those whose best passage clears `KEEP_RATIO` of the best one (`PRIOR_RATIO` for the
-    collections in `prior`, the ones the question names). Sentences of their covering passages are ranked by
-    the IDF-weighted query words they share (rare words count most), in the question's language first, named
-    collections ahead; at most `per_source` per passage; with `spread`, collections take turns so every
-    consulted source is represented (overviews, comparisons), else the best sentences win; ties keep ledger
-    order."""
+    the question's topic words (for a question naming two things without `spread`: nor two linked passages
+    together, `best_pair`), or a name or number from the question occurs in no passage at all, nothing is
+    selected and the question is declined instead of answered with near misses (`min_coverage=0` turns this
+    off, for sub-agents researching a source the user named). Then the evidence decides which collections
+    count: those whose best passage clears `KEEP_RATIO` of the best one (`PRIOR_RATIO` for the collections in
+    `prior`, the ones the question names). Sentences of their covering passages are ranked by the IDF-weighted
+    query words they share (rare words count most; the glossary's concepts count as words), in the question's
+    language first, named collections, documents the question names and the article it names ahead; at most
+    `per_source` per passage. With `spread`, collections take turns so every consulted source is represented
+    (overviews, comparisons); else the sentences that together cover the question win (`_covering`)."""
     query = query_terms(question, glossary)
     if not query or not ledger:
         return []
@@ -159,8 +160,8 @@ def select_facts(
     total = len(candidates) or 1
     weight = {t: math.log(1 + total / (1 + sum(bool(t & c[4]) for c in candidates))) for t in query}
     ranked: dict[str, list[tuple[float, int, int, str, str]]] = {}
-    for i, j, sentence, evidence, stems in candidates:
-        score = sum(weight[t] for t in query if t & stems)
+    for i, j, sentence, evidence, sentence_stems in candidates:
+        score = sum(weight[t] for t in query if t & sentence_stems)
         bonus = article_bonus(evidence, article) if article else 0.0  # its sentences need not repeat the question
         if not score and not bonus:
             continue

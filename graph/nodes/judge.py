@@ -91,14 +91,15 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
                     tokens_left=ctx.config.token_budget - (state["usage"] + usage).total_tokens,
                     seconds_left=ctx.deadline - time.monotonic())
     failed = failed_collections(state["outcomes"])
-    hops = []
+    hops: list[str] = []
     if route.query_type == "factual" and verdict.status != "sufficient":  # a second hop, from the evidence
         hops = bridge_queries(state["question"], focus, evidence, ctx.catalog.words())
-        if hops:
-            emit(Step(messages.line("hops", language, queries=" · ".join(hops))))
     decision = decide(loop, verdict, kind=route.query_type, new_evidence=len(evidence) - loop.evidence_seen,
                       failed=failed, limits=limits, follow_ups=follow_up_tasks(loop.tasks, hops, loop.round, failed),
                       alternatives=alternatives(loop.tasks, ctx))
+    taken = list(dict.fromkeys(q for t in decision.tasks for q in t.queries if q in hops))
+    if taken:  # said only when the next round searches them
+        emit(Step(messages.line("hops", language, queries=" · ".join(taken))))
     if decision.stop not in (None, "sufficient"):
         emit(Step(messages.line("stop", language, reason=messages.reason_label(decision.stop, language))))
     # sub-questions that waited for earlier findings are sharpened with them; the rest are refinements
