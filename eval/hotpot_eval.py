@@ -127,8 +127,7 @@ async def ask(question: dict[str, Any], graph: Any, ctx: Context, known: set[str
     state, request = start([Turn(role="user", content=question["question"])], ctx)
     state = await graph.ainvoke(state, context=request)
     seconds = time.perf_counter() - started
-    route = state["route"]
-    ledger = Ledger.for_answer(state["facts"], state["evidence"], route.collections, ctx.config.ledger_limit).entries
+    ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit).entries
     return {e.title for e in state["evidence"]}, cited_titles(state["answer"], ledger, known), state["answer"], seconds
 
 

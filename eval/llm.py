@@ -151,7 +151,7 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
     route = final["route"]
     run.route_type, run.route_collections, run.answer = route.query_type, list(route.collections), final["answer"]
 
-    ledger = Ledger.for_answer(final["facts"], final["evidence"], route.collections, ctx.config.ledger_limit).entries
+    ledger = Ledger.for_answer(final["facts"], final["evidence"], ctx.config.ledger_limit).entries
     body = body_of(run.answer)
     cited: set[int] = set()
     for sentence in claim_sentences(body):

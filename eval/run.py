@@ -102,7 +102,7 @@ async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
     result.declined = is_declined(result.answer)
     result.calls, result.tokens = state["usage"].calls, state["usage"].total_tokens
 
-    ledger = Ledger.for_answer(state["facts"], state["evidence"], route.collections, ctx.config.ledger_limit).entries
+    ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit).entries
     body = body_of(result.answer)
     for number in (int(n) for n in re.findall(r"\[(\d+)\]", body)):
         result.markers += 1

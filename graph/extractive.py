@@ -300,7 +300,7 @@ def template_answer(
     are first cited."""
     groups: dict[str, list[str]] = {}
     written: set[str] = set()
-    for fact in answer_order(facts, ledger.passages()):
+    for fact in answer_order(facts, ledger.collection_of()):
         cites, entry = ledger.marks(fact), next(filter(None, map(ledger.entry, fact.evidence_ids)), None)
         if cites and entry and fact.text not in written:
             written.add(fact.text)

@@ -36,22 +36,22 @@ class Ledger:
         self._number = {e.id: n for n, e in enumerate(self.entries, 1)} | (aliases or {})
 
     @classmethod
-    def for_answer(cls, facts: list[Fact], evidence: list[Evidence], collections: list[str], limit: int) -> Ledger:
+    def for_answer(cls, facts: list[Fact], evidence: list[Evidence], limit: int) -> Ledger:
         """The documents the facts rest on, one entry each, numbered in the order the facts (as the answer
         presents them, `answer_order`) first cite them; at most `limit`. No facts, no ledger: the answer then
         declines rather than writing from passages that nothing showed to be relevant."""
         by_id = {e.id: e for e in evidence}
-        chunks: dict[tuple[str, str], list[Evidence]] = {}
-        for fact in answer_order(facts, evidence):
-            for i in fact.evidence_ids:
-                if i in by_id:
-                    e = by_id[i]
-                    parts = chunks.setdefault((e.collection, e.doc_id), [])
-                    if e not in parts and (len(chunks) <= limit or parts):
-                        parts.append(e)
-        documents = [parts for parts in chunks.values() if parts][:limit]
-        aliases = {e.id: n for n, parts in enumerate(documents, 1) for e in parts}
-        return cls([_document_entry(parts) for parts in documents], aliases)
+        documents: dict[tuple[str, str], list[Evidence]] = {}
+        for fact in answer_order(facts, {e.id: e.collection for e in evidence}):
+            for e in (by_id[i] for i in fact.evidence_ids if i in by_id):
+                key = (e.collection, e.doc_id)
+                if key not in documents and len(documents) >= limit:
+                    continue
+                parts = documents.setdefault(key, [])
+                if e not in parts:
+                    parts.append(e)
+        aliases = {e.id: n for n, parts in enumerate(documents.values(), 1) for e in parts}
+        return cls([_document_entry(parts) for parts in documents.values()], aliases)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -66,14 +66,18 @@ class Ledger:
         """The evidence ids of cited numbers, in order, without repeats; numbers outside the ledger are dropped."""
         return [self.entries[n - 1].id for n in dict.fromkeys(numbers) if 1 <= n <= len(self.entries)]
 
-    def passages(self) -> list[Evidence]:
-        """Every passage id the ledger numbers (a document's other cited chunks too), as its entry."""
-        return [self.entries[n - 1].model_copy(update={"id": i}) for i, n in self._number.items()]
+    def number(self, evidence_id: str) -> int | None:
+        """The number of the entry (document) a passage id belongs to."""
+        return self._number.get(evidence_id)
 
     def entry(self, evidence_id: str) -> Evidence | None:
         """The entry (document) a passage id belongs to."""
         n = self._number.get(evidence_id)
         return self.entries[n - 1] if n else None
+
+    def collection_of(self) -> dict[str, str]:
+        """The collection of every passage id the ledger numbers (a document's other cited chunks too)."""
+        return {i: self.entries[n - 1].collection for i, n in self._number.items()}
 
     def marks(self, fact: Fact) -> str:
         """`[n]` for each of a fact's evidence ids in the ledger."""
@@ -137,10 +141,10 @@ class Ledger:
         return [n for n, e in self.numbered() if e.summary]
 
 
-def answer_order(facts: list[Fact], evidence: Iterable[Evidence]) -> list[Fact]:
-    """Facts as an answer presents them: grouped by the collection of their first passage, groups in order of
-    their first fact, facts in their own order within a group (what the offline template writes)."""
-    collection = {e.id: e.collection for e in evidence}
+def answer_order(facts: list[Fact], collection: dict[str, str]) -> list[Fact]:
+    """Facts as an answer presents them: grouped by the collection of their first passage (`collection`: passage
+    id -> collection), groups in order of their first fact, facts in their own order within a group (what the
+    offline template writes)."""
     first: dict[str, int] = {}
     for f in facts:
         first.setdefault(collection.get(f.evidence_ids[0], "") if f.evidence_ids else "", len(first))

@@ -57,7 +57,7 @@ def test_the_answer_ledger_has_one_entry_per_document_numbered_by_first_citation
              Fact(text="Alpha two says 24 hours.", evidence_ids=[a2.id]),
              Fact(text="Alpha one says the limit is 20 mSv.", evidence_ids=[a1.id]),
              Fact(text="Alpha one says the limit is 20 mSv.", evidence_ids=[a1.id])]
-    ledger = Ledger.for_answer(facts, [a1, a2, b1], ["c1", "c2"], limit=12)
+    ledger = Ledger.for_answer(facts, [a1, a2, b1], limit=12)
     assert [e.doc_id for e in ledger] == ["b", "a"]  # first cited first; document "a" once
     assert ledger.entries[1].section == "Section 2; Section 1"
     assert ledger.marks(facts[1]) == ledger.marks(facts[2]) == "[2]"

@@ -68,7 +68,7 @@ def check_claims(setting: str, high_stakes: bool) -> bool:
 
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
-    ledger = Ledger.for_answer(state["facts"], state["evidence"], route.collections, ctx.config.ledger_limit)
+    ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit)
     gaps = state["gaps"]
     if ledger and loop.verdict and loop.verdict.missing and loop.stop != "sufficient":
         gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(loop.verdict.missing))]
@@ -138,8 +138,8 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
         heading = ("\n\n" if written else "") + f"**{name}**\n\n"
         answer.citer = citer_for(ledger, numbers, ctx)
         start = len(answer.text) + len(heading)  # the heading goes out with the first piece
-        own = {ledger.entries[n - 1].id for n in numbers}
-        facts = [f for f in state["facts"] if own.intersection(f.evidence_ids)]  # MODEL_CONDENSE's, if any
+        # MODEL_CONDENSE's facts, if any, that cite one of this side's documents (through any of its chunks)
+        facts = [f for f in state["facts"] if any(ledger.number(i) in numbers for i in f.evidence_ids)]
         user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
                                   evidence=evidence_block(ctx, ledger, numbers),
                                   facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
@@ -221,7 +221,8 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
         if ledger.summaries():
             banner += "\n" + messages.line("summaries_note", language)
         # an extractive answer honours a request for a brief answer with its best facts only
-        shown = answer_order(facts, state["evidence"])[:BRIEF_FACTS] if state["instructions"].brief else facts
+        shown = (answer_order(facts, ledger.collection_of())[:BRIEF_FACTS] if state["instructions"].brief
+                 else facts)
         answer.write(template_answer(shown, ledger, language, ctx.display, banner, named_documents(state, ledger)))
     answer.close()
     high_stakes = ctx.catalog.high_stakes(route.collections) or high_stakes_question(question)
