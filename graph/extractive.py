@@ -199,9 +199,14 @@ def _names(question: str) -> list[str]:
     return list(dict.fromkeys(w for w in words if w[:1].isupper() and w.lower() not in _QUESTION_WORDS))
 
 
+def unqualified(title: str) -> str:
+    """A document title without a trailing qualifier: "Tennis (magazine)" -> "Tennis"."""
+    return re.sub(r"\s*\(.*?\)\s*$", "", title).strip()
+
+
 def title_core(title: str) -> str:
-    """A document title without a trailing qualifier: "Tennis (magazine)" -> "tennis"."""
-    return re.sub(r"\s*\(.*?\)\s*$", "", title).strip().lower()
+    """A title as a question would name it: unqualified, lower case."""
+    return unqualified(title).lower()
 
 
 def _linked(a: Evidence, b: Evidence, question: str) -> bool:

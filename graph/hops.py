@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from graph.extractive import query_terms, stems_of, weighted_coverage
+from graph.extractive import query_terms, stems_of, unqualified, weighted_coverage
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
 from textkit import STOPWORDS
@@ -100,7 +100,7 @@ def bridge_queries(question: str, focus: str, evidence: list[Evidence], exclude:
         missing = uncovered_words(focus, evidence[i].text)
         if not missing:
             continue
-        candidates = [re.sub(r"\s*\(.*?\)$", "", evidence[i].title)] + names(evidence[i].text, exclude)
+        candidates = [unqualified(evidence[i].title)] + names(evidence[i].text, exclude)
         for name in candidates:
             if name.lower() in asked or name.lower() in question.lower() or not name:
                 continue
