@@ -160,7 +160,14 @@ class RequestRecord:
     def done(self, outcome: str, renderer: ChunkRenderer) -> None:
         self.metrics.in_flight.dec()
         first = renderer.first_answer_at if self.streamed else None
-        self.metrics.finish(self.kind, outcome, self.started, renderer.usage, first)
+        usage = renderer.usage
+        self.metrics.finish(self.kind, outcome, self.started, usage, first)
+        steps = {name: part.model_dump() for name, part in usage.steps.items()}
+        log.info("%s request %s in %.2f s; upstream: %d calls, %d prompt + %d completion tokens %s", self.kind,
+                 outcome, time.perf_counter() - self.started, usage.upstream_calls, usage.prompt_tokens,
+                 usage.completion_tokens, " ".join(f"{name}={p['prompt_tokens']}+{p['completion_tokens']}"
+                                                   for name, p in steps.items()),
+                 extra={"outcome": outcome, "upstream_tokens": steps})
 
 
 async def until_disconnected(request: Request, poll_s: float = 0.25) -> None:
@@ -220,7 +227,7 @@ async def task_events(services: Services, task: str, request: ChatCompletionRequ
                 for m in request.messages if m.role in ("system", "developer", "user", "assistant")]
     text, usage = await answer_task(task, messages, services.llm, services.catalog)
     if usage.calls:
-        yield UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls)
+        yield UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls, "task")
     yield AnswerDelta(text)
 
 

@@ -79,7 +79,8 @@ class Metrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40),
         )
         self.upstream_calls = Counter("neo_upstream_calls", "Upstream LLM calls", registry=r)
-        self.tokens = Counter("neo_upstream_tokens", "Upstream LLM tokens", ["kind"], registry=r)
+        self.tokens = Counter("neo_llm_tokens", "Upstream LLM tokens by pipeline step (kind: prompt or completion)",
+                              ["step", "kind"], registry=r)
         self.errors = Counter("neo_errors", "Errors by kind", ["kind"], registry=r)
         self.fallbacks = Counter(
             "neo_llm_fallbacks", "Model steps that fell back to their deterministic strategy (reason: unavailable = "
@@ -107,8 +108,9 @@ class Metrics:
         if first_answer_at is not None:
             self.first_answer.observe(first_answer_at - started)
         self.upstream_calls.inc(usage.upstream_calls)
-        self.tokens.labels("prompt").inc(usage.prompt_tokens)
-        self.tokens.labels("completion").inc(usage.completion_tokens)
+        for step, part in usage.steps.items():
+            self.tokens.labels(step, "prompt").inc(part.prompt_tokens)
+            self.tokens.labels(step, "completion").inc(part.completion_tokens)
         if outcome != "ok":
             self.errors.labels(outcome).inc()
 

@@ -71,11 +71,30 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
+class StepUsage(BaseModel):
+    """What the upstream calls of one pipeline step cost (extension)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+
 class UsageInfo(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     upstream_calls: int = 0  # extension: LLM calls made for this request
+    steps: dict[str, StepUsage] = Field(default_factory=dict)  # extension: the same, per pipeline step
+
+    def add(self, step: str, prompt_tokens: int, completion_tokens: int, calls: int) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.total_tokens = self.prompt_tokens + self.completion_tokens
+        self.upstream_calls += calls
+        part = self.steps.setdefault(step or "other", StepUsage())
+        part.prompt_tokens += prompt_tokens
+        part.completion_tokens += completion_tokens
+        part.calls += calls
 
 
 class DeltaMessage(BaseModel):

@@ -85,6 +85,9 @@ class Settings(BaseSettings):
     prompt_passages: int = Field(6, ge=1)  # passages one summarising model call reads (the best ones)
     passage_chars: int = Field(800, ge=200)  # characters of a passage in a prompt
     answer_max_tokens: int = Field(1000, ge=50)  # the longest answer a model may write
+    # The evidence block of the answer prompt at most (tokens, estimated as characters / 4). On 2 CPU cores a
+    # local model reads ~150 prompt tokens/s, so 1200 is about 8 s; raise it for a GPU server with a long context.
+    evidence_tokens: int = Field(1200, ge=200)
     auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the one passage supporting them
     model_decompose: bool = False  # a comparison's sub-questions written by the fast model (else per collection)
     model_condense: bool = False  # each comparison side's facts picked by the fast model (else extractively)
@@ -128,6 +131,7 @@ class Settings(BaseSettings):
             min_coverage=self.min_coverage,
             prompt_passages=self.prompt_passages,
             passage_chars=self.passage_chars,
+            evidence_tokens=self.evidence_tokens,
             answer_max_tokens=self.answer_max_tokens,
             auto_cite=self.auto_cite,
             model_decompose=self.model_decompose,

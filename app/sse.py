@@ -111,10 +111,7 @@ class ChunkRenderer:
         if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, Unsupported)):
             return []  # the matching Step lines already tell the story in the think block
         if isinstance(event, UsageEvent):
-            self.usage.prompt_tokens += event.prompt_tokens
-            self.usage.completion_tokens += event.completion_tokens
-            self.usage.total_tokens = self.usage.prompt_tokens + self.usage.completion_tokens
-            self.usage.upstream_calls += event.calls
+            self.usage.add(event.step, event.prompt_tokens, event.completion_tokens, event.calls)
             return []
         if isinstance(event, AnswerDelta):
             text = self._answer_filter.feed(event.text)

@@ -503,14 +503,19 @@ def _calls_section(groups: dict[str, list[Measured]]) -> str:
     for kind in TYPES:
         runs = groups[kind]
         if not runs:
-            rows.append([kind] + ["–"] * 6)
+            rows.append([kind] + ["–"] * 7)
             continue
         calls = [r.usage.get("upstream_calls", 0) for r in runs]
         kinds = Counter(c for r in runs for c in r.calls)
         breakdown = ", ".join(f"{k} {v / len(runs):.1f}" for k, v in kinds.most_common())
+        steps = Counter()
+        for r in runs:
+            for step, part in (r.usage.get("steps") or {}).items():
+                steps[step] += part.get("prompt_tokens", 0)
+        by_step = ", ".join(f"{k} {v / len(runs):.0f}" for k, v in steps.most_common()) or "–"
         rows.append([
             kind, f"{statistics.mean(calls):.2f} ({min(calls)}–{max(calls)})", breakdown,
-            f"{statistics.mean(r.usage.get('prompt_tokens', 0) for r in runs):.0f}",
+            f"{statistics.mean(r.usage.get('prompt_tokens', 0) for r in runs):.0f}", by_step,
             f"{statistics.mean(r.usage.get('completion_tokens', 0) for r in runs):.0f}",
             f"{statistics.mean(len(r.calls) for r in runs):.2f}",
             EARLIER_CALLS.get(kind, "–"),
@@ -520,10 +525,12 @@ def _calls_section(groups: dict[str, list[Measured]]) -> str:
         "",
         "From `usage` in the final SSE usage chunk (`stream_options.include_usage`); `upstream_calls` is the "
         "service's own count, \"seen by the fake\" counts the calls that reached the fake upstream in the "
-        "request window (they agree when no call was retried). Tokens are the fake's whitespace pieces.",
+        "request window (they agree when no call was retried). Tokens are the fake's whitespace pieces; "
+        "\"prompt tokens by step\" is `usage.steps` (mean per request). The same per step with the real local "
+        "model: docs/EVAL-LLM.md.",
         "",
         table(["type", "upstream_calls mean (min–max)", "calls by prompt (mean per request)", "prompt tokens",
-               "completion tokens", "seen by the fake", "earlier design"], rows),
+               "prompt tokens by step", "completion tokens", "seen by the fake", "earlier design"], rows),
     ])
 
 

@@ -20,6 +20,7 @@ class PipelineConfig:
     ledger_limit: int = 12  # evidence entries the answer may cite
     prompt_passages: int = 6  # passages one summarising model call reads (the best ones)
     passage_chars: int = 800  # characters of a passage in a prompt
+    evidence_tokens: int = 1200  # the answer prompt's evidence block at most (estimated tokens; EVIDENCE_TOKENS)
     answer_max_tokens: int = 1000  # the longest answer a model may write (about 600 words)
     auto_cite: bool = True  # a model's claim sentences without [n] get the passage that supports them
     # Optional model steps of a comparison (off: per-collection templates and extractive fact selection, which

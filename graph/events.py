@@ -47,9 +47,13 @@ class AnswerDelta:
 
 @dataclass(frozen=True, slots=True)
 class UsageEvent:
+    """What one upstream model call cost; `step` names the pipeline step that made it (route, judge,
+    synthesize, task, ...), so usage, metrics and logs can say where the tokens went."""
+
     prompt_tokens: int
     completion_tokens: int
     calls: int = 1
+    step: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,10 @@ from pydantic import BaseModel
 from graph import messages
 from graph.models import Evidence, Fact, Language
 
+_WORDS = re.compile(r"\w+")
+NEAR_DUPLICATE = 0.8  # word-set overlap (Jaccard) from which a document's text repeats an earlier one's
+ENTRY_HEAD_CHARS = 60  # an evidence block entry's head line ("[2] ANVS | title — section")
+MIN_ENTRY_CHARS = 200  # less room than this for a further entry: it is left out rather than cut to a stub
 _GROUP = re.compile(r"\[(\s*\d+\s*(?:[,;–-]\s*\d+\s*)*)\]")
 _PARTIAL = re.compile(r"\[[\d\s,;–-]{0,16}$")
 
@@ -52,6 +56,35 @@ class Ledger:
                     parts.append(e)
         aliases = {e.id: n for n, parts in enumerate(documents.values(), 1) for e in parts}
         return cls([_document_entry(parts) for parts in documents.values()], aliases)
+
+    def fit(self, budget_tokens: int, passage_chars: int) -> Ledger:
+        """The ledger of an answer prompt: what the model reads, and so all it may cite. Entries keep their
+        order (the answer's); each document's text is at most `passage_chars` per passage it holds; an entry
+        whose words nearly repeat an earlier one's (the same text in two collections) is left out; and entries
+        stop where the evidence block would pass `budget_tokens` (estimated as characters / 4, as upstreams that
+        send no usage are counted). The first entry is always kept, cut to the budget when it must be."""
+        budget = budget_tokens * 4
+        passages: dict[int, int] = {}
+        for n in self._number.values():
+            passages[n] = passages.get(n, 0) + 1
+        kept: list[Evidence] = []
+        aliases: dict[str, int] = {}
+        seen: list[set[str]] = []
+        used = 0
+        for n, e in self.numbered():
+            text = _without_header(e)
+            vocabulary = set(_WORDS.findall(text.lower()))
+            if any(_overlap(vocabulary, other) >= NEAR_DUPLICATE for other in seen):
+                continue
+            room = budget - used - ENTRY_HEAD_CHARS
+            if kept and room < MIN_ENTRY_CHARS:
+                break
+            text = _cut(text, min(passage_chars * passages.get(n, 1), max(room, MIN_ENTRY_CHARS)))
+            used += len(text) + ENTRY_HEAD_CHARS
+            kept.append(e.model_copy(update={"text": text}))
+            seen.append(vocabulary)
+            aliases.update({i: len(kept) for i, m in self._number.items() if m == n})
+        return Ledger(kept, aliases)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -169,6 +202,10 @@ def _without_header(e: Evidence) -> str:
     if rest and first.startswith("[") and first.endswith("]") and e.title and e.title in first:
         return rest.lstrip()
     return e.text
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
 
 
 def _cut(text: str, max_chars: int) -> str:

@@ -37,6 +37,10 @@ _LINES: dict[str, dict[Language, str]] = {
         "nl": "Let op: deze bewering(en) konden niet in de geciteerde bronnen worden teruggevonden: {claims}",
         "en": "Note: these claim(s) could not be found in the cited sources: {claims}",
     },
+    "condensing": {
+        "nl": "De gekozen passages (~{tokens} tokens) passen niet in het bewijsbudget ({budget}): het model vat ze samen",
+        "en": "The selected passages (~{tokens} tokens) exceed the evidence budget ({budget}): the model condenses them",
+    },
     "facts": {"nl": "{n} kernfeiten geselecteerd uit {m} passages", "en": "{n} key facts selected from {m} passages"},
     "offline": {
         "nl": "Geen taalmodel geconfigureerd: extractieve modus",

@@ -95,7 +95,7 @@ async def _complete(ctx: Context, step: str, prompt: str, max_tokens: int, reply
     except LLMError as exc:
         fallback(ctx, step, "unavailable", exc)
         return None
-    emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls))
+    emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls, step))
     return result
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eval import hotpot
-from eval.llm import gold_questions, main
+from eval.llm import NAIVE_SYSTEM, Question, Run, cost_targets, gold_questions, main
 
 SHARE_ROWS = ("Routing accuracy (query type)", "Key facts found", "Gold articles cited", "Citation precision",
               "Answerable questions declined", "Unanswerable questions declined")
@@ -76,3 +76,46 @@ def test_no_model_configured_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(SystemExit) as exited:
         asyncio.run(main(["--out", str(tmp_path)]))
     assert exited.value.code == 2 and not (tmp_path / "EVAL-LLM.md").exists()
+
+
+@pytest.mark.asyncio
+async def test_llm_mode_beside_the_naive_rag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_llm) -> None:
+    """With a model configured, every question also goes through the naive RAG (one search of every collection,
+    the five best passages, one call): same questions, same model, its own columns and cost per step."""
+    from tests.fakes.fake_llm import Reply
+
+    fake_llm.default(Reply(text="Het antwoord staat in de bron [1]."))
+    monkeypatch.setenv("LLM_BASE_URL", fake_llm.base_url)
+    monkeypatch.setenv("LLM_MODEL", "big")
+    path = await main(["--skip-offline", "--gold-n", "2", "--hotpot-n", "0", "--out", str(tmp_path)])
+    report = path.read_text("utf-8")
+    assert "| metric | all: llm | all: naive |" in report
+    rows = table_rows(report, "Gold set")
+    assert rows["Questions"][:2] == [2, 2] and rows["Upstream calls per question"][1] == 1  # naive: one call each
+    assert rows["Routing accuracy (query type)"][1] is None  # the naive RAG does not route
+    naive = [r for r in fake_llm.requests if r["messages"][0]["content"] == NAIVE_SYSTEM]
+    assert len(naive) == 2 and all("[5] " in r["messages"][-1]["content"] and "[6] " not in r["messages"][-1]["content"]
+                                   for r in naive)
+    assert rows["Prompt tokens per question"][1] > 0  # type: ignore[operator]
+
+
+def _run(qid: str, mode: str, present: float, cited: float, tokens: int, seconds: float, rounds: int = 1) -> Run:
+    question = Question(qid, "q?", "bridge", True, ("a",), gold_titles=("A", "B"), hotpot=True)
+    return Run(question, mode, key_facts=present, titles_cited=cited, prompt_tokens=tokens, seconds=seconds,
+               rounds=rounds)
+
+
+def test_cost_targets_compare_the_same_questions() -> None:
+    hotpot_runs = [_run("1", "llm", 1.0, 1.0, 900, 9.0), _run("1", "naive", 0.0, 0.5, 800, 4.0),
+                   _run("2", "llm", 1.0, 1.0, 3000, 30.0, rounds=2), _run("2", "naive", 1.0, 0.5, 1000, 5.0),
+                   _run("3", "llm", 0.0, 0.0, 99999, 99.0)]  # no naive run of question 3: left out
+    gold = [Run(Question("g", "v?", "factual", True, ("x",), "factual"), "llm", key_facts=0.6,
+                supported_markers=3, markers=4)]
+    measured = {label.split(" ≤")[0].split(" ≥")[0].split(" −")[0]: (value, ok)
+                for label, value, ok in cost_targets(gold, hotpot_runs)}
+    assert measured["HotpotQA answer present"] == (0.5, True)
+    assert measured["HotpotQA gold articles cited"] == (0.5, True)
+    assert measured["HotpotQA prompt tokens ÷ naive"] == (pytest.approx(3900 / 1800), False)
+    assert measured["HotpotQA prompt tokens ÷ naive, first search answers (1 q)"] == (pytest.approx(900 / 800), True)
+    assert measured["HotpotQA median seconds ÷ naive"] == (pytest.approx(19.5 / 4.5), False)
+    assert measured["Gold key facts"] == (0.6, True) and measured["Gold citation precision"] == (0.75, True)

@@ -54,7 +54,7 @@ def good_script(fake: FakeLLM, skip: str | None = None, anvs_facts: bool = True)
     }
     if skip != "condense":
         if not anvs_facts:  # an ANVS sub-agent without facts makes the judge necessary
-            fake.when_contains("onderzoeksagent voor de bron ANVS", Reply(text='{"facts": []}'))
+            fake.when_contains("Bron: ANVS\n", Reply(text='{"facts": []}'))
         fake.when_contains(MARKERS["condense"], Reply(text=json.dumps({"facts": [{"fact": "Feit.", "sources": [1]}]})))
     for phase in ("route", "decompose", "judge", "summarize", "synthesize"):
         if phase != skip:
@@ -74,9 +74,9 @@ def settle(base: str, baseline: float, seconds: float = 3.0) -> float:
 
 @pytest.fixture
 def faulty(service, fake_llm: FakeLLM):
-    # the optional model steps on, so that a fault can hit each of them
+    # the optional model steps on (and a small evidence budget, so the summary runs), so that a fault can hit each
     base = service(llm_base_url=fake_llm.base_url, llm_timeout_s=1.0, llm_max_retries=1,
-                   request_timeout_s=REQUEST_TIMEOUT_S, model_decompose=True, model_condense=True)
+                   request_timeout_s=REQUEST_TIMEOUT_S, model_decompose=True, model_condense=True, evidence_tokens=200)
     good_script(fake_llm)
     httpx.post(base + "/v1/chat/completions", timeout=30,
                json={"model": "neo-nl-agent", "stream": True, "messages": [{"role": "user", "content": QUESTION}]})

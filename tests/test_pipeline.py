@@ -395,7 +395,7 @@ async def test_loop_stops_after_max_iterations_when_never_sufficient(docs, llm, 
     _script(fake_llm, condense=nothing, judge=Reply(text='{"status": "insufficient", "missing": []}'))
     fake_llm.reset()
     fake_llm.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
-    fake_llm.when_contains("Je bent een onderzoeksagent voor de bron ANVS", nothing)
+    fake_llm.when_contains("Bron: ANVS\n", nothing)
     fake_llm.when_contains("Je bent een onderzoeksagent", Reply(
         text=json.dumps({"facts": [{"fact": "IAEA-feit.", "sources": [1]}]})))
     queries = iter(["ANVS veiligheidscultuur", "ANVS cultuur leiderschap", "ANVS cultuur toezicht"])
@@ -414,7 +414,7 @@ async def test_loop_stops_after_max_iterations_when_never_sufficient(docs, llm, 
 def _anvs_side_finds_nothing(fake: FakeLLM, status: str, query: str) -> None:
     """A comparison whose ANVS sub-agent condenses nothing, and a judge that asks for `query` on the ANVS side."""
     fake.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
-    fake.when_contains("Je bent een onderzoeksagent voor de bron ANVS", Reply(text='{"facts": []}'))
+    fake.when_contains("Bron: ANVS\n", Reply(text='{"facts": []}'))
     fake.when_contains("Je bent een onderzoeksagent", Reply(
         text=json.dumps({"facts": [{"fact": "IAEA-feit.", "sources": [1]}]})))
     fake.when_contains("Beoordeel of de kernfeiten", Reply(text=json.dumps(
@@ -487,7 +487,9 @@ async def test_dependent_sub_question_runs_after_its_prerequisite(docs, llm, fak
     dependent = next(s for s in steps if s.startswith("Vervolgdeelvragen"))
     assert "ANVS verwachtingen veiligheidscultuur" in dependent
     condense_prompts = [r["messages"][-1]["content"] for r in fake_llm.requests if "onderzoeksagent" in r["messages"][-1]["content"]]
-    assert any("INSAG-4" in p.split("Oorspronkelijke vraag")[0] and "ANVS" in p.split("\n")[0] for p in condense_prompts)
+    # the ANVS agent's sub-question carries what the IAEA agent found
+    assert any("Bron: ANVS\n" in p and "INSAG-4" in p.split("Bron: ANVS")[1].split("Oorspronkelijke vraag")[0]
+               for p in condense_prompts)
     assert calls == fake_llm.calls <= 6  # decompose, two sub-agents, synthesis (no judging call needed)
 
 

@@ -83,8 +83,9 @@ def _format(request: dict) -> str:
 @pytest.fixture
 def llm_service(service, fake_llm: FakeLLM):
     def start(**overrides) -> str:
+        # a small evidence budget: the selected passages do not fit, so the summary step (a structured call) runs
         return service(llm_base_url=fake_llm.base_url, llm_model="big", llm_fast_model="small", llm_timeout_s=5.0,
-                       **overrides)
+                       **{"evidence_tokens": 200, **overrides})
     return start
 
 

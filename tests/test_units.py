@@ -12,9 +12,9 @@ import pytest
 from app.settings import ROOT, Settings
 from graph.collections import load_catalog
 from graph.language import detect_language
-from graph.ledger import CitationFilter, clean_citations
+from graph.ledger import CitationFilter, Ledger, clean_citations
 from graph.mcp_client import ToolOutput, parse_document_list, to_evidence
-from graph.models import Evidence
+from graph.models import Evidence, Fact
 from graph.routing import heuristic_route
 from graph.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
 
@@ -379,3 +379,43 @@ def test_catalog_resolves_a_collection_as_a_model_writes_it(written: str, expect
     catalog = Catalog([Collection(name="iaea", display_name="IAEA"),
                        Collection(name="wetten_overheid", display_name="Wetten")])
     assert catalog.resolve(written) == expected
+
+
+def _doc(i: int, text: str, collection: str = "c") -> Evidence:
+    return Evidence(id=f"{collection}/d{i}#0", collection=collection, doc_id=f"d{i}", title=f"Doc {i}", text=text)
+
+
+@pytest.mark.parametrize(("texts", "budget", "kept"), [
+    (["alpha " * 50, "beta " * 50], 1000, 2),  # both fit
+    (["alpha " * 50, "beta " * 50], 110, 1),  # the second does not: left out, never cut to a stub
+    (["alpha " * 400], 60, 1),  # the first is always kept, cut to the budget
+    (["same words in this passage here", "same words in this passage here again"], 1000, 1),  # a near-duplicate
+])
+def test_fit_keeps_what_the_evidence_budget_holds(texts: list[str], budget: int, kept: int) -> None:
+    from graph.ledger import ENTRY_HEAD_CHARS
+
+    ledger = Ledger([_doc(i, t) for i, t in enumerate(texts)])
+    fitted = ledger.fit(budget, passage_chars=800)
+    assert len(fitted) == kept
+    assert sum(len(e.text) + ENTRY_HEAD_CHARS for e in fitted) <= max(budget * 4, 200 + ENTRY_HEAD_CHARS)
+    assert all(e.text.strip() for e in fitted)
+    assert fitted.number(f"c/d{kept - 1}#0") == kept  # the kept entries keep their ids and order
+
+
+def test_fit_cuts_each_passage_of_a_document_entry_to_passage_chars() -> None:
+    parts = [_doc(1, "one " * 300), Evidence(id="c/d1#1", collection="c", doc_id="d1", title="Doc 1", text="two " * 300)]
+    ledger = Ledger.for_answer([Fact(text="f", evidence_ids=["c/d1#0", "c/d1#1"])], parts, limit=5)
+    fitted = ledger.fit(10_000, passage_chars=400)
+    assert len(fitted) == 1 and len(fitted.entries[0].text) <= 800 + 2  # two passages' worth, "…" included
+    assert fitted.number("c/d1#1") == 1  # every passage of the document still cites the entry
+
+
+@pytest.mark.parametrize(("selected", "budget", "model", "expected"), [
+    (900, 1200, True, False),  # fits: the answer reads the passages, no summary call
+    (1500, 1200, True, True),  # does not fit: the fast model condenses
+    (1500, 1200, False, False),  # offline: extractive only
+])
+def test_the_model_summarises_only_what_does_not_fit(selected: int, budget: int, model: bool, expected: bool) -> None:
+    from graph.nodes.summarize import needs_model_summary
+
+    assert needs_model_summary(selected, budget, model) is expected

@@ -1,7 +1,8 @@
-"""Summarize: new evidence to key facts that keep their evidence ids (fast model, or extractive).
+"""Summarize: new evidence to key facts that keep their evidence ids (extractive; the fast model only when the
+selected passages would not fit the answer's evidence budget).
 
 Only evidence that no sub-agent condensed is summarised, and only what the current round added. Deep-dive
-reading is summarised in bounded windows (at most `WINDOWS` calls of `WINDOW` passages, in parallel).
+reading is selected from in bounded windows (at most `WINDOWS` of `WINDOW` passages; model calls in parallel).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from graph.context import Context
 from graph.events import Step, emit
 from graph.extractive import select_facts
 from graph.ledger import FactsReply, Ledger, order_evidence
+from graph.llm import estimate_tokens
 from graph.models import Evidence, Fact, Route, Usage
 from graph.state import State
 from graph.structured import ask_json
@@ -23,38 +25,42 @@ from graph.structured import ask_json
 WINDOW, WINDOWS = 6, 3
 
 
-async def facts_for(ctx: Context, question: str, query: str, window: list[Evidence], limit: int, min_coverage: float,
-                    route: Route, fresh: set[str] | None = None) -> tuple[list[Fact] | None, Usage]:
-    """Facts from one window of evidence: one fast-model call, extractive selection as the fallback.
+def passage_tokens(facts: list[Fact], window: list[Evidence], passage_chars: int) -> int:
+    """What the passages `facts` cite would take in the answer's prompt (each at most `passage_chars`)."""
+    cited = {i for f in facts for i in f.evidence_ids}
+    return sum(estimate_tokens(e.text[:passage_chars]) for e in window if e.id in cited)
 
-    An empty list from the model is its judgement that nothing is relevant: the question gets declined. The
-    model is asked only when the evidence covers the question: the decline rule of extractive selection (no
-    passage holds enough of the question's topic words, or a name from the question is nowhere) costs
-    microseconds and decides first, as it does offline; a small model given near misses answers from them.
-    The model reads the passages extractive selection chose first, then the best-ranked others. In a later
-    round (`fresh`: the ids that round added) the model is asked again only when extractive selection takes
-    something new; otherwise None: the previous facts stand."""
-    extractive = select_facts(query, window, limit, language=ctx.language, min_coverage=min_coverage,
-                              prior=set(route.preferred), spread=route.query_type != "factual",
-                              glossary=ctx.catalog.glossary)
-    if not extractive:
-        return [], Usage()
-    if ctx.llm is not None:
-        if fresh is not None and not any(i in fresh for f in extractive for i in f.evidence_ids):
-            return None, Usage()
-        # the best passages only, in ledger order: on a small local model every prompt token is latency
-        chosen = [i for f in extractive for i in f.evidence_ids]
-        ranked = sorted(window, key=lambda e: (e.id not in chosen, chosen.index(e.id) if e.id in chosen else 0,
-                                               -e.relevance))
-        best = {e.id for e in ranked[: ctx.config.prompt_passages]}
-        ledger = Ledger([e for e in window if e.id in best])
-        prompt = ctx.prompts.render("summarize", ctx.language, question=question, max_facts=limit,
-                                    evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display))
-        facts, usage = await ask_json(ctx, "summarize", prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
-                                      max_tokens=800)
-        if facts is not None:
-            return facts, usage
-    return extractive, Usage()
+
+def needs_model_summary(selected_tokens: int, budget_tokens: int, has_model: bool) -> bool:
+    """Whether the fast model condenses the selected passages into facts: only when they would not fit the
+    answer's evidence budget (`EVIDENCE_TOKENS`). Otherwise the passages extractive selection picked go to the
+    answer as they are: the answer model reads them once, instead of a summary call reading them first (on the
+    local 1.5B model that call cost more prompt tokens than the answer itself, docs/EVAL-LLM.md)."""
+    return has_model and selected_tokens > budget_tokens
+
+
+def extractive_facts(ctx: Context, query: str, window: list[Evidence], limit: int, min_coverage: float,
+                     route: Route) -> list[Fact]:
+    return select_facts(query, window, limit, language=ctx.language, min_coverage=min_coverage,
+                        prior=set(route.preferred), spread=route.query_type != "factual",
+                        glossary=ctx.catalog.glossary)
+
+
+async def model_facts(ctx: Context, question: str, window: list[Evidence], extractive: list[Fact], limit: int
+                      ) -> tuple[list[Fact], Usage]:
+    """Facts from one window of evidence by one fast-model call, extractive selection as the fallback. The model
+    reads the passages extractive selection chose first, then the best-ranked others. An empty list from the
+    model is its judgement that nothing is relevant: the question gets declined."""
+    chosen = [i for f in extractive for i in f.evidence_ids]
+    ranked = sorted(window, key=lambda e: (e.id not in chosen, chosen.index(e.id) if e.id in chosen else 0,
+                                           -e.relevance))
+    best = {e.id for e in ranked[: ctx.config.prompt_passages]}
+    ledger = Ledger([e for e in window if e.id in best])
+    prompt = ctx.prompts.render("summarize", ctx.language, question=question, max_facts=limit,
+                                evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display))
+    facts, usage = await ask_json(ctx, "summarize", prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
+                                  max_tokens=800)
+    return (extractive if facts is None else facts), usage
 
 
 async def summarize(state: State, runtime: Runtime[Context]) -> dict:
@@ -76,13 +82,20 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         windows, limit = [new], max_facts
     # explanations and overviews are broad by nature: a looser relevance floor than for a factual question
     min_coverage = ctx.config.min_coverage * (1.0 if route.query_type == "factual" else 0.6)
-    results = await asyncio.gather(
-        *(facts_for(ctx, state["question"], query, w, limit, min_coverage, route, fresh) for w in windows)
-    )
-    if any(window_facts is None for window_facts, _ in results):  # nothing new worth a model call
-        return {}
-    facts = [f for window_facts, _ in results for f in window_facts or []]
-    usage = sum((u for _, u in results), Usage())
+    # The decline rule of extractive selection (no passage holds enough of the question's topic words, or a name
+    # from the question is nowhere) costs microseconds and decides first, with or without a model.
+    selected = [extractive_facts(ctx, query, w, limit, min_coverage, route) for w in windows]
+    tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))
+    usage = Usage()
+    if needs_model_summary(tokens, ctx.config.evidence_tokens, ctx.llm is not None):
+        if fresh is not None and not any(i in fresh for facts in selected for f in facts for i in f.evidence_ids):
+            return {}  # a later round found nothing that selection takes: the model's earlier facts stand
+        emit(Step(messages.line("condensing", ctx.language, tokens=tokens, budget=ctx.config.evidence_tokens)))
+        results = await asyncio.gather(*(model_facts(ctx, state["question"], w, facts, limit)
+                                         for facts, w in zip(selected, windows, strict=True) if facts))
+        selected = [facts for facts, _ in results]
+        usage = sum((u for _, u in results), Usage())
+    facts = [f for window_facts in selected for f in window_facts]
     emit(Step(messages.line("facts", ctx.language, n=len(facts), m=len(new))))
     # the selection over all evidence replaces the previous round's (a deep dive adds per window)
     return {"facts": facts if route.query_type == "deep_dive" else Overwrite(facts), "usage": usage}

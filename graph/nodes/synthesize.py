@@ -56,8 +56,10 @@ def instructions_line(state: State, language: str) -> str:
 
 
 def evidence_block(ctx: Context, ledger: Ledger, only: list[int] | None = None) -> str:
-    return ledger.render(ctx.config.passage_chars, ctx.display, only=only,
-                         summary_mark=messages.line("summary_mark", ctx.language))
+    """The evidence of an answer prompt: the whole ledger as `Ledger.fit` cut it to the evidence budget, or a
+    comparison side's few passages (`only`), each at most PASSAGE_CHARS."""
+    max_chars = ctx.config.passage_chars if only is not None else ctx.config.evidence_tokens * 4
+    return ledger.render(max_chars, ctx.display, only=only, summary_mark=messages.line("summary_mark", ctx.language))
 
 
 def check_claims(setting: str, high_stakes: bool) -> bool:
@@ -69,6 +71,9 @@ def check_claims(setting: str, high_stakes: bool) -> bool:
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit)
+    sides = comparison_sides(route.query_type, route.collections, ledger, ctx.config.prompt_passages)
+    if ctx.llm is not None and not sides:  # what the model reads is all it may cite (a side reads a few passages)
+        ledger = ledger.fit(ctx.config.evidence_tokens, ctx.config.passage_chars)
     gaps = state["gaps"]
     if ledger and loop.verdict and loop.verdict.missing and loop.stop != "sufficient":
         gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(loop.verdict.missing))]
@@ -79,7 +84,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s, citer)
     try:
-        usage = await write_answer(state, ctx, ledger, gaps, system, answer)
+        usage = await write_answer(state, ctx, ledger, gaps, system, answer, sides)
     except BaseException:  # cancelled (client gone) or failed: nothing more is sent
         answer.cancel()
         raise
@@ -97,7 +102,7 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
     async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=repeating):
         if isinstance(piece, Usage):
             usage = piece
-            emit(UsageEvent(piece.prompt_tokens, piece.completion_tokens, piece.calls))
+            emit(UsageEvent(piece.prompt_tokens, piece.completion_tokens, piece.calls, "synthesize"))
             continue
         if heading:
             answer.write(heading, check=False)
@@ -174,7 +179,7 @@ def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter
 
 
 async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[str], system: str,
-                       answer: AnswerStream) -> Usage:
+                       answer: AnswerStream, sides: dict[str, list[int]]) -> Usage:
     """The answer: the model's (or, without one, the template's) text, the claim check, gaps, sources."""
     language, question, route, facts = ctx.language, state["question"], state["route"], state["facts"]
     usage = Usage()
@@ -190,7 +195,6 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
     emit(Step(messages.line("writing", language, n=len(ledger))))
     banner = messages.line("offline_banner", language)
     if ctx.llm is not None:
-        sides = comparison_sides(route.query_type, route.collections, ledger, ctx.config.prompt_passages)
         try:
             if sides:
                 usage = await write_sides(state, ctx, ledger, sides, answer)
