@@ -74,10 +74,14 @@ serve() {
   local port=${1:-${LOCAL_LLM_PORT:-8080}}
   say "serving $MODEL_ALIAS on http://127.0.0.1:$port/v1"
   # --logits_all false: the default computes logits for every prompt token (first token ~25% slower);
-  # --interrupt_requests false: with the default a second request silently cuts off the running stream
+  # --interrupt_requests false: with the default a second request silently cuts off the running stream;
+  # LOCAL_LLM_CACHE=1: a RAM prompt cache (--cache true) that keeps computed prompt prefixes across calls
+  # (the engine always reuses the prefix it shares with the call just before); see eval/prefix_cache.py
+  local cache=()
+  [ "${LOCAL_LLM_CACHE:-0}" = 1 ] && cache=(--cache true --cache_type ram --cache_size "${LOCAL_LLM_CACHE_BYTES:-1073741824}")
   exec "$LLM_VENV/bin/python" -m llama_cpp.server --model "$MODEL_FILE" --model_alias "$MODEL_ALIAS" \
     --host 127.0.0.1 --port "$port" --n_ctx "${LOCAL_LLM_CTX:-8192}" --n_threads 2 --n_threads_batch 2 \
-    --logits_all false --flash_attn true --interrupt_requests false
+    --logits_all false --flash_attn true --interrupt_requests false "${cache[@]}"
 }
 
 case "${1:-install}" in

@@ -1,0 +1,72 @@
+"""`python -m eval.prefix_cache`: what an upstream's prompt cache saves on the pipeline's prompts.
+
+The prompts put their fixed instructions first and the question and evidence last, so that a server that keeps
+the computed prefix of earlier prompts (vLLM's automatic prefix caching, llama.cpp's prompt cache) reads only
+the new part. This runs the same gold questions in LLM mode, one at a time, against the configured upstream and
+adds one row (seconds per question, prompt tokens per question as the upstream counts them) to
+docs/PREFIX-CACHE.md. Run it once against a server without a prompt cache and once with one (for the local
+model: `scripts/local-llm.sh serve` and the same with `LOCAL_LLM_CACHE=1`), labelled with `--label`;
+llama.cpp's log line "prefix-match hit, remaining N prompt tokens to eval" shows what each call really read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from app.settings import ROOT, Settings
+from docserver.embedded import serve_in_background
+from eval.llm import gold_questions, observe
+from graph.build import build_graph
+from graph.collections import load_catalog
+from graph.context import Context
+from graph.llm import LLMClient
+from graph.mcp_client import DocumentClient
+from graph.prompts import Prompts
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m eval.prefix_cache", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=8, help="answerable gold questions (default 8)")
+    parser.add_argument("--label", required=True, help="what the upstream was, e.g. \"llama.cpp, no RAM cache\"")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "PREFIX-CACHE.md")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    if settings.offline:
+        raise SystemExit("set LLM_BASE_URL (and LLM_MODEL) to the upstream to measure")
+    catalog = load_catalog(settings.collections_file)
+    with tempfile.TemporaryDirectory(prefix="neo-nl-prefix-") as tmp:
+        server = await serve_in_background(index_path=Path(tmp) / "none.sqlite3")
+        docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names())
+        llm = LLMClient(settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model,
+                        fast_model=settings.fast_model, timeout_s=settings.llm_timeout_s)
+        ctx = Context(llm=llm, docs=docs, catalog=catalog, prompts=Prompts(settings.prompts_dir), config=settings.pipeline)
+        graph, seconds, tokens = build_graph(), [], []
+        try:
+            for question in [q for q in gold_questions(40) if q.answerable][: args.n]:
+                run = await observe(question, "llm", graph, ctx)
+                seconds.append(run.seconds)
+                tokens.append(run.prompt_tokens)
+                print(f"{question.id}\t{run.seconds:.1f} s\t{run.calls} calls\t{run.steps}", file=sys.stderr)
+        finally:
+            await llm.aclose()
+            await docs.aclose()
+            await server.stop()
+    row = (f"| {args.label} | {len(seconds)} | {statistics.median(seconds):.1f} | {sum(seconds):.1f} | "
+           f"{statistics.fmean(tokens):.0f} | {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} |")
+    if not args.out.is_file():
+        args.out.write_text("# Prefix caching of the pipeline's prompts\n\n" + (__doc__ or "").strip() + "\n\n"
+                            "| upstream | questions | median s / question | total s | prompt tokens / question | when |\n"
+                            "|---|---|---|---|---|---|\n", "utf-8")
+    with args.out.open("a", encoding="utf-8") as out:
+        out.write(row + "\n")
+    print(row)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
