@@ -485,9 +485,10 @@ def _speedup_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
         "## 3. Parallel speedup of comparative questions",
         "",
         "The same service with `RESEARCH_CONCURRENCY=4` (parallel) and `RESEARCH_CONCURRENCY=1` (sequential). "
-        "The research phase runs from the end of the decomposition call to the start of the answer call: the "
-        "sub-agents' searches and condense calls, which is the part parallelism can shorten. End to end also "
-        "contains the decomposition and the answer, which are sequential by nature (so its ideal is below n). "
+        "The research phase runs from the first document search to the start of the first answer call: the "
+        "sub-agents' searches (and condense calls, with `MODEL_CONDENSE`), which is the part parallelism can "
+        "shorten. End to end also contains routing, any decomposition and the answer calls, which are sequential "
+        "by nature (so its ideal is below n). "
         "The target applies to the research phase.",
         "",
         table(["collections", "question", "runs", "research par. p50 (ms)", "research seq. p50 (ms)",

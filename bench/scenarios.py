@@ -138,7 +138,7 @@ class Measured:
     head: float  # request start -> first wait
     tail: float  # last wait -> end of the stream
     answer_excess: float  # first answer token - (answer call start + upstream TTFT)
-    research: float  # comparative: decomposition end -> answer call start (the parallel research phase)
+    research: float  # comparative: first document search -> first answer call start (the parallel research phase)
     calls: list[str]
     usage: dict[str, Any]
     mcp_calls: int
@@ -164,7 +164,6 @@ def analyse(kind: str, run: Run, calls: list[UpstreamCall], mcp: list[tuple[floa
     mcp_mine = [(a, b) for a, b in mcp if b > lo and a < hi]
     waits = [(c.start, c.end) for c in mine] + mcp_mine
     answer = [c for c in mine if c.kind == "answer"]
-    decompose = [c for c in mine if c.kind == "decompose"]
     nan = float("nan")
     return Measured(
         kind=kind,
@@ -177,8 +176,10 @@ def analyse(kind: str, run: Run, calls: list[UpstreamCall], mcp: list[tuple[floa
         waits=union_length(waits, lo, hi),
         head=(min(a for a, _ in waits) - lo) if waits else nan,
         tail=(hi - max(b for _, b in waits)) if waits else nan,
-        answer_excess=(run.first_answer - answer[-1].start - ttft_s) if answer and run.first_answer else nan,
-        research=(answer[-1].start - decompose[0].end) if answer and decompose else nan,
+        # the first answer token comes from the first answer call (a comparison makes one per side, then a contrast)
+        answer_excess=(run.first_answer - answer[0].start - ttft_s) if answer and run.first_answer else nan,
+        # research starts with the first search (a model decomposition, when one runs, ends before it)
+        research=(answer[0].start - min(a for a, _ in mcp_mine)) if answer and mcp_mine else nan,
         calls=[c.kind for c in mine],
         usage=run.usage,
         mcp_calls=len(mcp_mine),

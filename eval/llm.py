@@ -174,8 +174,8 @@ async def naive_answer(question: str, docs: DocumentClient, collections: Sequenc
                        ) -> tuple[str, list[Evidence], Usage]:
     """The twenty-line RAG a user could write instead of this service: one search of every collection with the
     question as typed, the five best passages by the server's score, one plain call to the main model."""
-    found = await asyncio.gather(*(docs.search(c, question) for c in collections), return_exceptions=True)
-    passages = sorted((e for hits in found if isinstance(hits, list) for e in hits), key=lambda e: -e.relevance)
+    found = await asyncio.gather(*(docs.search(c, question) for c in collections))
+    passages = sorted((e for hits in found for e in hits), key=lambda e: -e.relevance)
     passages = passages[:NAIVE_PASSAGES]
     context = "\n\n".join(f"[{n}] {e.title}\n{e.text}" for n, e in enumerate(passages, 1))
     reply = await llm.complete([{"role": "system", "content": NAIVE_SYSTEM},

@@ -134,11 +134,14 @@ class Ledger:
         """Key facts with the organisation their passages come from, and their `[n]`, under `heading`.
 
         A fact that is a sentence of a passage it cites (extractive selection) is left out: the passage is in
-        the prompt already, and on a small local model every repeated token is latency. "" when none is left."""
+        the prompt already, and on a small local model every repeated token is latency. So is a fact none of
+        whose passages is in the ledger (left out by `fit`): the model could not cite it. "" when none is left."""
         by_id = {e.id: e for e in self.entries}
         lines = []
         for f in facts:
             cited = [by_id[i] for i in f.evidence_ids if i in by_id]
+            if f.evidence_ids and not any(i in self._number for i in f.evidence_ids):
+                continue
             if any(f.text in e.text for e in cited):
                 continue
             sources = dict.fromkeys(display(e.collection) for e in cited)

@@ -419,3 +419,11 @@ def test_the_model_summarises_only_what_does_not_fit(selected: int, budget: int,
     from graph.nodes.summarize import needs_model_summary
 
     assert needs_model_summary(selected, budget, model) is expected
+
+
+def test_a_fact_whose_document_did_not_fit_is_not_in_the_prompt() -> None:
+    docs = [_doc(1, "alpha " * 60), _doc(2, "beta " * 60)]
+    facts = [Fact(text="Alpha holds.", evidence_ids=["c/d1#0"]), Fact(text="Beta holds.", evidence_ids=["c/d2#0"])]
+    fitted = Ledger.for_answer(facts, docs, limit=5).fit(110, passage_chars=800)
+    block = fitted.facts_block(facts)
+    assert len(fitted) == 1 and "Alpha holds. [1]" in block and "Beta" not in block
