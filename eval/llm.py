@@ -299,7 +299,19 @@ def _targets(runs: Sequence[Run]) -> list[tuple[str, float, bool | None]]:
         ("Latency p50, factual ≤ 30 s", p50["factual"], lambda v: v <= 30),
         ("Latency p50, comparative ≤ 60 s", p50["comparative"], lambda v: v <= 60),
     ]
+    return _judged(checks)
+
+
+def _judged(checks: Sequence[tuple[str, float, Callable[[float], bool]]]) -> list[tuple[str, float, bool | None]]:
+    """(target, measured, met), met None when there was nothing to measure (nan)."""
     return [(label, value, ok(value) if value == value else None) for label, value, ok in checks]
+
+
+def _target_table(targets: Sequence[tuple[str, float, bool | None]], fmt: Callable[[str], str]) -> list[str]:
+    """A targets table; `fmt(label)` is the format of that row's measured value."""
+    return ["| target | measured | met |", "|---|---|---|"] + [
+        f"| {label} | {_show(value, fmt(label))} | {'n/a' if ok is None else '✅' if ok else '❌'} |"
+        for label, value, ok in targets]
 
 
 # LLM mode on the gold set before the evidence budget and the cheap path (docs/EVAL-LLM.md of 2026-11-25 10:24,
@@ -337,7 +349,7 @@ def cost_targets(gold: Sequence[Run], hotpot_runs: Sequence[Run]) -> list[tuple[
         (f"Gold citation precision ≥ {GOLD_BEFORE['citation_precision']} (before)", mine["citation_precision"],
          lambda v: v >= GOLD_BEFORE["citation_precision"]),
     ]
-    return [(label, value, ok(value) if value == value else None) for label, value, ok in checks]
+    return _judged(checks)
 
 
 def step_tokens(runs: Sequence[Run]) -> list[str]:
@@ -390,17 +402,14 @@ def write_report(out: Path, header: list[str], gold: Sequence[Run], hotpot_runs:
     if "naive" in modes and hotpot_runs:
         lines += ["Cost against the naive RAG (one search of every collection, the five best passages, one call to the "
                   "same model) on the same HotpotQA questions; gold set against LLM mode before this change.", "",
-                  "| target | measured | met |", "|---|---|---|"]
-        lines += [f"| {label} | {_show(value, '.2f')} | {'n/a' if ok is None else '✅' if ok else '❌'} |"
-                  for label, value, ok in cost_targets(gold, hotpot_runs)]
+                  *_target_table(cost_targets(gold, hotpot_runs), lambda _: ".2f")]
         lines += ["", "Prompt tokens per question by step (mean over the questions of the group, both sets; "
                   "`naive` = the naive RAG's one call):", "", *step_tokens([*gold, *hotpot_runs]), ""]
     if "llm" in modes:
         lines += ["LLM mode over both question sets; calls (mean per question) and latency grouped by the routed "
                   "query type; n/a: no question in the group.", "",
-                  "| target | measured | met |", "|---|---|---|"]
-        lines += [f"| {label} | {_show(value, '.3f' if 'valid' in label else '.1f')} | {'n/a' if ok is None else '✅' if ok else '❌'} |"
-                  for label, value, ok in _targets([*gold, *(hotpot_runs or [])])]
+                  *_target_table(_targets([*gold, *(hotpot_runs or [])]),
+                                 lambda label: ".3f" if "valid" in label else ".1f")]
     else:
         lines.append("Not evaluated: offline only (no model configured).")
     lines += ["", (__doc__ or "")[(__doc__ or "").index("Definitions"):].strip(), ""]

@@ -14,20 +14,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from app.settings import ROOT, Settings
 from docserver.embedded import serve_in_background
-from eval.llm import gold_questions, observe
-from graph.build import build_graph
+from eval.llm import gold_questions, run_set
 from graph.collections import load_catalog
-from graph.context import Context
-from graph.llm import LLMClient
-from graph.mcp_client import DocumentClient
-from graph.prompts import Prompts
 
 
 async def main(argv: list[str] | None = None) -> None:
@@ -40,23 +34,14 @@ async def main(argv: list[str] | None = None) -> None:
     if settings.offline:
         raise SystemExit("set LLM_BASE_URL (and LLM_MODEL) to the upstream to measure")
     catalog = load_catalog(settings.collections_file)
+    questions = [q for q in gold_questions(40) if q.answerable][: args.n]
     with tempfile.TemporaryDirectory(prefix="neo-nl-prefix-") as tmp:
-        server = await serve_in_background(index_path=Path(tmp) / "none.sqlite3")
-        docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names())
-        llm = LLMClient(settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model,
-                        fast_model=settings.fast_model, timeout_s=settings.llm_timeout_s)
-        ctx = Context(llm=llm, docs=docs, catalog=catalog, prompts=Prompts(settings.prompts_dir), config=settings.pipeline)
-        graph, seconds, tokens = build_graph(), [], []
+        server = await serve_in_background(index_path=Path(tmp) / "none.sqlite3")  # the bundled corpus only
         try:
-            for question in [q for q in gold_questions(40) if q.answerable][: args.n]:
-                run = await observe(question, "llm", graph, ctx)
-                seconds.append(run.seconds)
-                tokens.append(run.prompt_tokens)
-                print(f"{question.id}\t{run.seconds:.1f} s\t{run.calls} calls\t{run.steps}", file=sys.stderr)
+            runs = await run_set("prefix", questions, catalog, server, settings, ["llm"])
         finally:
-            await llm.aclose()
-            await docs.aclose()
             await server.stop()
+    seconds, tokens = [r.seconds for r in runs], [r.prompt_tokens for r in runs]
     row = (f"| {args.label} | {len(seconds)} | {statistics.median(seconds):.1f} | {sum(seconds):.1f} | "
            f"{statistics.fmean(tokens):.0f} | {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} |")
     if not args.out.is_file():

@@ -64,9 +64,9 @@ class Ledger:
         stop where the evidence block would pass `budget_tokens` (estimated as characters / 4, as upstreams that
         send no usage are counted). The first entry is always kept, cut to the budget when it must be."""
         budget = budget_tokens * 4
-        passages: dict[int, int] = {}
-        for n in self._number.values():
-            passages[n] = passages.get(n, 0) + 1
+        ids: dict[int, list[str]] = {}  # entry number -> the passage ids it holds
+        for i, n in self._number.items():
+            ids.setdefault(n, []).append(i)
         kept: list[Evidence] = []
         aliases: dict[str, int] = {}
         seen: list[set[str]] = []
@@ -79,11 +79,11 @@ class Ledger:
             room = budget - used - ENTRY_HEAD_CHARS
             if kept and room < MIN_ENTRY_CHARS:
                 break
-            text = _cut(text, min(passage_chars * passages.get(n, 1), max(room, MIN_ENTRY_CHARS)))
+            text = _cut(text, min(passage_chars * len(ids[n]), max(room, MIN_ENTRY_CHARS)))
             used += len(text) + ENTRY_HEAD_CHARS
             kept.append(e.model_copy(update={"text": text}))
             seen.append(vocabulary)
-            aliases.update({i: len(kept) for i, m in self._number.items() if m == n})
+            aliases.update(dict.fromkeys(ids[n], len(kept)))
         return Ledger(kept, aliases)
 
     def __len__(self) -> int:
