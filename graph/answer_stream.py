@@ -26,6 +26,17 @@ _TAIL = re.compile(r"[.!?:;]*\s*$")
 _HELD = re.compile(r"(?:[.!?:;\]]|\s*\[[\d,;–\s-]*\]?)+\s*$")
 # the markers that close a sentence (before or after its punctuation): the ones a repair may replace
 _CLOSING = re.compile(r"(?:\s*\[\d+(?:\s*[,;–-]\s*\d+)*\])+(?=[.!?:;]*\s*$)")
+# A line that starts a sources list the model writes itself: a heading ("Bronnen van <organisatie>:", "**Sources**",
+# "### Referenties") or a copy of an evidence block's head ("[2] <organisatie> | <titel> — …", `Ledger.render`)
+_LIST_HEADING = re.compile(
+    r"\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*(?:(?:bronnen(?:lijst)?|bronvermelding|sources|references|referenties)"
+    r"(?:\s+(?:van|uit|from|of)\s+[^\n:.!?]{1,40})?|(?:bron|source)(?=\s*:))\s*(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?\s*",
+    re.IGNORECASE)
+_LIST_WORDS = ("bronnen", "bronvermelding", "bron:", "sources", "source:", "references", "referenties")
+_MARKUP = re.compile(r"\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*")
+_ECHOED_HEAD = re.compile(r"\s*(?:[-*]\s*)?\[\d+\][^\n|\[\]]{1,80}\|")
+_MAYBE_HEAD = re.compile(r"\s*(?:[-*]\s*)?(?:\[(?:\d+(?:\][^\n|\[\]]{0,80})?)?)?")
+HOLD_CHARS = 90  # a line start held longer than this is answer text
 
 
 def repeating(text: str, window: int = 120, times: int = 3) -> bool:
@@ -34,6 +45,61 @@ def repeating(text: str, window: int = 120, times: int = 3) -> bool:
     if len(text) < window * times:
         return False
     return text.count(text[-window:]) >= times
+
+
+def _list_line(line: str, complete: bool) -> bool | None:
+    """Whether `line` (the start of a line, or all of it when `complete`) opens a model-written sources list:
+    True, False, or None while the text so far could still become one."""
+    if _ECHOED_HEAD.match(line) or (complete and _LIST_HEADING.fullmatch(line)):
+        return True
+    if complete or len(line) > HOLD_CHARS:
+        return False
+    if _MAYBE_HEAD.fullmatch(line):
+        return None
+    word = line[_MARKUP.match(line).end():].lower()  # type: ignore[union-attr]  (always matches)
+    if any(w.startswith(word) or word.startswith(w) for w in _LIST_WORDS):
+        return None
+    return False
+
+
+class SourceListGate:
+    """Drops a sources list the model writes itself, and everything the call writes after it.
+
+    The service appends the sources it cited (`Ledger.sources`); the prompt says not to write a list, yet a
+    small model sometimes ends a paragraph with "Bronnen van <organisatie>:" and copies the heads and text of its
+    evidence, under numbers and organisations of its own (the support check then flags every copied line).
+    The start of each line is held until it is plainly answer text (at most HOLD_CHARS characters or the
+    line's end); once a list starts, the rest of the call is dropped (`closed`, which also stops the upstream
+    call) until `flush()` ends the call. Hand-written: no library filters a token stream by line shape."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self._line_start = True
+        self._pending = ""
+
+    def feed(self, delta: str) -> str:
+        text, self._pending = self._pending + delta, ""
+        out = []
+        while text and not self.closed:
+            newline = text.find("\n")
+            if not self._line_start:
+                if newline == -1:
+                    out.append(text)
+                    break
+                out.append(text[:newline + 1])
+                text, self._line_start = text[newline + 1:], True
+                continue
+            verdict = _list_line(text if newline == -1 else text[:newline], newline != -1)
+            if verdict is None:
+                self._pending = text
+                break
+            self.closed, self._line_start = verdict, False
+        return "".join(out)
+
+    def flush(self) -> str:
+        rest = "" if self.closed or _list_line(self._pending, True) else self._pending
+        self.closed, self._line_start, self._pending = False, True, ""
+        return rest
 
 
 class SentenceCiter:
@@ -92,6 +158,7 @@ class AnswerStream:
                  citer: SentenceCiter | None = None) -> None:
         self.filter = citations
         self.leak = LeakFilter(system_prompt)
+        self.gate = SourceListGate()
         self.citer = citer
         self.parts: list[str] = []
         self.interval_s = interval_s
@@ -101,7 +168,7 @@ class AnswerStream:
 
     def write(self, text: str, *, check: bool = True) -> None:
         """Model text (`check`: through both filters) or the service's own text (`check=False`)."""
-        out = self.filter.feed(self._cite(self.leak.feed(text))) if check else text
+        out = self.filter.feed(self._cite(self.gate.feed(self.leak.feed(text)))) if check else text
         if not out:
             return
         self.parts.append(out)
@@ -130,7 +197,8 @@ class AnswerStream:
 
     def close(self) -> None:
         """The end of the model's text: what the filters still hold for a possible marker or prompt line."""
-        text = self._cite(self.leak.flush()) + (self.citer.flush() if self.citer else "")
+        text = self._cite(self.gate.feed(self.leak.flush()) + self.gate.flush())
+        text += self.citer.flush() if self.citer else ""
         self.write(self.filter.feed(text) + self.filter.flush(), check=False)
 
     def finish(self) -> None:

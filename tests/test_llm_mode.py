@@ -285,3 +285,16 @@ def test_a_model_that_repeats_itself_is_cut_off(llm_service, fake_llm: FakeLLM) 
     assert fake_llm.wait_idle_sync() and fake_llm.disconnects >= 1  # the upstream call was closed
     usage = chunks(sse_events(response))[-1]["usage"]
     assert usage["upstream_calls"] == 1 and usage["steps"]["synthesize"]["calls"] == 1  # the cut call still counts
+
+
+def test_a_sources_list_the_model_writes_itself_is_dropped_and_the_call_stopped(llm_service, fake_llm: FakeLLM) -> None:
+    copied = "[1] ANVS | Kernenergiewet — artikel 15a\nDe vergunning vervalt op 31 december 2033 [1].\n\n"
+    script(fake_llm, answer=Reply(text="De vergunning vervalt in 2033 [1].\n\nBronnen van ANVS:\n" + copied * 60,
+                                  token_delay_s=0.001))
+    base = llm_service()
+    response = httpx.post(base + "/v1/chat/completions", json=body(), timeout=30)
+    _, answer = answer_of(response)
+    written, _, listed = answer.partition("**Bronnen**")
+    assert "vervalt in 2033 [1]" in written and listed  # the service's own list follows the model's text
+    assert "Bronnen van ANVS" not in answer and "| Kernenergiewet" not in answer
+    assert fake_llm.wait_idle_sync() and fake_llm.disconnects >= 1  # the upstream stopped writing the copy

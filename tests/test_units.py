@@ -330,6 +330,29 @@ def test_sentence_citer_cites_uncited_sentences_and_keeps_streaming(pieces: list
 
 
 @pytest.mark.parametrize("text, expected", [
+    # what the local model wrote in CI: a copied list under a heading of its own, after its paragraph
+    ("De IAEA eist X [2].\n\nBronnen van ANVS:\n[2] ANVS | GSR Part 3 — Veiligheidscultuur\nTekst [2].",
+     "De IAEA eist X [2].\n\n"),
+    ("Antwoord [1].\n**Bronnen**\n- [1] Titel", "Antwoord [1].\n"),
+    ("Antwoord [1].\n### Sources:\n[1] Title", "Antwoord [1].\n"),
+    ("Antwoord [1].\n[1] IAEA | GSR Part 2", "Antwoord [1].\n"),  # an evidence head without a heading
+    # answer text that starts like a list passes whole, also at the very end of the call
+    ("Bronnen van de IAEA zeggen dat X geldt [1].\nBeide eisen Y.", "Bronnen van de IAEA zeggen dat X geldt [1].\nBeide eisen Y."),
+    ("**Verschillen**\n- [1] en [2] eisen X.\nBron: ANVS-leidraad [1].", "**Verschillen**\n- [1] en [2] eisen X.\nBron: ANVS-leidraad [1]."),
+    ("Slot [1].\nBron", "Slot [1].\nBron"),
+    ("Slot [1].\nSources:", "Slot [1].\n"),
+])
+@pytest.mark.parametrize("size", [1, 3, 1000])
+def test_the_model_s_own_sources_list_is_dropped(text: str, expected: str, size: int) -> None:
+    from graph.answer_stream import SourceListGate
+
+    gate = SourceListGate()
+    out = "".join(gate.feed(text[i:i + size]) for i in range(0, len(text), size)) + gate.flush()
+    assert out == expected
+    assert not gate.closed and gate.feed("Volgende call.") == "Volgende call."  # flush ended the call
+
+
+@pytest.mark.parametrize("text, expected", [
     ("", False),
     ("Een gewoon antwoord dat nergens herhaalt. " * 2, False),
     ("Begin. " + "noodbeheersysteem, rollen en verantwoordelijkheden, infrastructuur, " * 8, True),

@@ -94,12 +94,17 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
 
 async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str, max_tokens: int,
                       heading: str = "") -> Usage:
-    """One streamed model call written into the answer as it arrives (cut when the model loops); `heading`
-    (the service's text) goes out with the first piece, so a call that fails at once has written nothing."""
+    """One streamed model call written into the answer as it arrives (cut when the model loops or starts a
+    sources list of its own, `SourceListGate`); `heading` (the service's text) goes out with the first piece,
+    so a call that fails at once has written nothing."""
     assert ctx.llm is not None
     usage = Usage()
     prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=repeating):
+
+    def stop(text: str) -> bool:
+        return answer.gate.closed or repeating(text)
+
+    async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=stop):
         if isinstance(piece, Usage):
             usage = piece
             emit(UsageEvent(piece.prompt_tokens, piece.completion_tokens, piece.calls, "synthesize"))
