@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import statistics
@@ -35,7 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,7 +44,7 @@ import httpx
 
 from app.settings import ROOT, Settings
 from docserver.embedded import EmbeddedServer, serve_in_background
-from eval import hotpot
+from eval import hotpot, hotpot_eval
 from eval.answers import body_of, is_declined
 from eval.run import EVAL_DIR, load_gold
 from graph import messages
@@ -456,6 +457,14 @@ async def run_set(name: str, questions: Sequence[Question], catalog: Catalog, se
     return runs
 
 
+def dump(path: Path, runs: Sequence[Run]) -> None:
+    """One JSON line per run: what a developer reads to see why a question was lost."""
+    with path.open("w", encoding="utf-8") as out:
+        for run in runs:
+            row = asdict(run) | {"declined": run.declined, "extractive_fallback": run.extractive_fallback}
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def model_names(settings: Settings) -> str:
     """The model ids the upstream's `/v1/models` lists (what is really answering), else the configured name."""
     headers = {"Authorization": f"Bearer {settings.llm_api_key}"} if settings.llm_api_key else {}
@@ -476,6 +485,10 @@ async def main(argv: list[str] | None = None) -> Path:
                         "(default: $NEO_SHARED_DIR/eval/hotpotqa/dev_distractor_492.jsonl, NEO_SHARED_DIR=../shared)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions of each set (smoke runs)")
+    parser.add_argument("--split", choices=("test", "tune", "all"), default="test",
+                        help="the HotpotQA half the questions come from (`eval.hotpot_eval.halves`): report on the "
+                             "held-apart test half (default), tune on the tuning half")
+    parser.add_argument("--dump", type=Path, help="also write every run (question, mode, answer, measures) as JSONL")
     modes_group = parser.add_mutually_exclusive_group()
     modes_group.add_argument("--skip-offline", action="store_true", help="only the LLM and naive columns")
     modes_group.add_argument("--offline-only", action="store_true", help="only the offline columns (no model needed)")
@@ -513,9 +526,12 @@ async def main(argv: list[str] | None = None) -> Path:
             note = f"Skipped: {args.hotpot} is absent (set NEO_SHARED_DIR or --hotpot)."
             print(f"HotpotQA skipped: {args.hotpot} is absent", file=sys.stderr)
         else:
-            items = hotpot.select_questions(hotpot.load_questions(args.hotpot), args.hotpot_n)[: args.limit or None]
+            questions = hotpot.load_questions(args.hotpot)
+            pool = questions if args.split == "all" else hotpot_eval.halves(questions)[args.split]
+            items = hotpot.select_questions(pool, args.hotpot_n)[: args.limit or None]
             pooled = hotpot.build_corpus(items, Path(tmp) / "hotpot")
-            note = (f"{len(items)} questions of HotpotQA dev (distractor setting, `{args.hotpot.name}`, CC BY-SA 4.0), "
+            half = "" if args.split == "all" else f" {args.split} half"
+            note = (f"{len(items)} questions of the HotpotQA dev{half} (distractor setting, `{args.hotpot.name}`, CC BY-SA 4.0), "
                     f"stratified by type, over a pooled corpus of all their {len(pooled.titles)} paragraphs in "
                     f"{len(pooled.catalog.names)} collections (split by a hash of the title).")
             server = await pooled.serve()
@@ -523,6 +539,8 @@ async def main(argv: list[str] | None = None) -> Path:
                 hotpot_runs = await run_set("hotpot", hotpot_questions(items), pooled.catalog, server, settings, modes)
             finally:
                 await server.stop()
+    if args.dump:
+        dump(args.dump, gold_runs + (hotpot_runs or []))
     path = write_report(args.out, header, gold_runs, hotpot_runs, note, modes)
     print(f"wrote {path}", file=sys.stderr)
     return path

@@ -112,7 +112,7 @@ def coverage_verdict(kind: QueryType, tasks: list[ResearchTask], covered: set[st
     """
     if not facts:
         return Verdict(status="insufficient", missing=[t.label for t in tasks], judged_by="coverage")
-    if kind == "comparative":
+    if kind == "comparative" and any(t.condense for t in tasks):  # sides researched by sub-agents
         missing = [t.label for t in tasks if t.condense and t.id not in covered]
         return Verdict(status="sufficient", judged_by="coverage") if not missing else None
     return Verdict(status="sufficient" if complete else "partial", judged_by="coverage")

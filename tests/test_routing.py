@@ -121,3 +121,21 @@ async def test_an_answer_instruction_does_not_change_what_is_found(bundled, ques
         assert "Relevant passages" in body
     else:
         assert titles(sources) and titles(sources) <= titles(plain_sources)
+
+
+@pytest.mark.parametrize(("question", "kind", "sides", "scope"), [
+    # sources compared: one sub-agent per named collection, answered side by side
+    ("Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?", "comparative", True, ["iaea", "anvs"]),
+    # things compared: one question about several names, over every collection
+    ("How do Dandong and Hotan differ in size?", "comparative", False, None),
+    ("Is de vergunning van Borssele strenger dan die van Dodewaard volgens de ANVS?", "comparative", False, None),
+    # not a comparison
+    ("Wat zegt de IAEA over veiligheidscultuur?", "factual", False, None),
+])
+def test_a_comparison_is_side_by_side_only_when_it_names_two_collections(question: str, kind: str, sides: bool,
+                                                                         scope: list[str] | None) -> None:
+    from graph.routing import heuristic_route, side_by_side
+
+    route = heuristic_route(question, CATALOG.collections)
+    assert (route.query_type, side_by_side(route)) == (kind, sides)
+    assert sorted(route.collections) == sorted(scope or CATALOG.names)  # the named sides, else every collection

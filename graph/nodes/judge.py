@@ -24,6 +24,7 @@ from graph.loop import (
     with_findings,
 )
 from graph.models import ResearchTask, Status, Usage, Verdict
+from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
 
@@ -54,12 +55,13 @@ def accept_verdict(reply: JudgeReply, tasks: list[ResearchTask]) -> Verdict:
 
 def alternatives(tasks: list[ResearchTask], ctx: Context) -> dict[str, list[str]]:
     """Other wordings a correction round may try per collection: the query with the glossary's wordings in
-    both languages, and with the collection's name (a side of a comparison searched by who it is)."""
+    both languages, and for a side of a comparison (a sub-agent that condenses), with the collection's name: it is
+    searched by who it is. Other questions are about what documents say, which seldom name their collection."""
     out: dict[str, list[str]] = {}
     glossary = ctx.catalog.glossary
     for task in tasks:
         wordings = [glossary.expand(glossary.expand(task.query, "nl"), "en")]
-        if ctx.display(task.collection).lower() not in task.query.lower():
+        if task.condense and ctx.display(task.collection).lower() not in task.query.lower():
             wordings.append(f"{ctx.display(task.collection)} {task.query}")
         out.setdefault(task.collection, []).extend(w for w in wordings if w != task.query)
     return out
@@ -92,7 +94,8 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
                     seconds_left=ctx.deadline - time.monotonic())
     failed = failed_collections(state["outcomes"])
     hops: list[str] = []
-    if route.query_type == "factual" and verdict.status != "sufficient":  # a second hop, from the evidence
+    # a second hop, from the evidence, for a question about one thing or a comparison of things
+    if route.query_type in ("factual", "comparative") and not side_by_side(route) and verdict.status != "sufficient":
         hops = bridge_queries(state["question"], focus, evidence, ctx.catalog.words())
     decision = decide(loop, verdict, kind=route.query_type, new_evidence=len(evidence) - loop.evidence_seen,
                       failed=failed, limits=limits, follow_ups=follow_up_tasks(loop.tasks, hops, loop.round, failed),

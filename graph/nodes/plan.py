@@ -12,6 +12,7 @@ from graph.context import Context
 from graph.events import Step, emit
 from graph.hops import entity_queries
 from graph.models import ResearchTask, Route, Usage
+from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
 
@@ -46,7 +47,7 @@ def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | N
                    extra: list[str] | None = None) -> list[ResearchTask]:
     """Deterministic per-collection tasks (offline mode and fallback); `extra`: more queries for each (the names
     of a question about several, searched on their own)."""
-    condense = route.query_type == "comparative"
+    condense = side_by_side(route)
     top_k = ctx.config.top_k
     # a question aimed at one or two collections reads deeper into each ranking
     limit = top_k if len(route.collections) > 2 else max(top_k, 10)
@@ -119,7 +120,7 @@ async def decompose(question: str, route: Route, ctx: Context) -> tuple[list[Res
 async def plan(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route = runtime.context, state["route"]
     usage = Usage()
-    if route.query_type == "comparative":
+    if side_by_side(route):
         tasks, usage = await decompose(state["question"], route, ctx)
         items = "; ".join(f"{t.label}: {t.query}" for t in tasks)
         emit(Step(messages.line("subquestions", ctx.language, items=items)))

@@ -19,6 +19,7 @@ from graph.extractive import select_facts
 from graph.ledger import FactsReply, Ledger, order_evidence
 from graph.llm import estimate_tokens
 from graph.models import Evidence, Fact, Route, Usage
+from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
 
@@ -42,7 +43,8 @@ def needs_model_summary(selected_tokens: int, budget_tokens: int, has_model: boo
 def extractive_facts(ctx: Context, query: str, window: list[Evidence], limit: int, min_coverage: float,
                      route: Route) -> list[Fact]:
     return select_facts(query, window, limit, language=ctx.language, min_coverage=min_coverage,
-                        prior=set(route.preferred), spread=route.query_type != "factual",
+                        prior=set(route.preferred),
+                        spread=route.query_type in ("exploratory", "deep_dive") or side_by_side(route),
                         glossary=ctx.catalog.glossary)
 
 

@@ -15,7 +15,8 @@ from graph.events import SourceFound, Step, Unsupported, UsageEvent, degrade, em
 from graph.extractive import template_answer
 from graph.ledger import Ledger, answer_order
 from graph.llm import LLMError
-from graph.models import Usage
+from graph.models import Route, Usage
+from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import fallback
 
@@ -62,6 +63,14 @@ def evidence_block(ctx: Context, ledger: Ledger, only: list[int] | None = None) 
     return ledger.render(max_chars, ctx.display, only=only, summary_mark=messages.line("summary_mark", ctx.language))
 
 
+def answer_style(route: Route) -> str:
+    """The answer's form (prompts/*/style_*.md): per query type; a comparison of things rather than of sources
+    (`side_by_side`) answers which one, or how they differ, first."""
+    if route.query_type == "comparative" and not side_by_side(route):
+        return "comparative_items"
+    return route.query_type
+
+
 def check_claims(setting: str, high_stakes: bool) -> bool:
     """Whether a model's answer gets the support check: CLAIM_CHECK=on (the default) always, auto only for
     high-stakes questions, off never."""
@@ -71,7 +80,7 @@ def check_claims(setting: str, high_stakes: bool) -> bool:
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit)
-    sides = comparison_sides(route.query_type, route.collections, ledger, ctx.config.prompt_passages)
+    sides = comparison_sides(side_by_side(route), route.collections, ledger, ctx.config.prompt_passages)
     if ctx.llm is not None and not sides:  # what the model reads is all it may cite (a side reads a few passages)
         ledger = ledger.fit(ctx.config.evidence_tokens, ctx.config.passage_chars)
     gaps = state["gaps"]
@@ -79,7 +88,7 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
         gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(loop.verdict.missing))]
     system = ""
     if ctx.llm is not None:
-        style = ctx.prompts.render(f"style_{route.query_type}", ctx.language)
+        style = ctx.prompts.render(f"style_{answer_style(route)}", ctx.language)
         system = system_prompt(ctx, ledger, style)
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s, citer)
@@ -116,12 +125,12 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
     return usage
 
 
-def comparison_sides(query_type: str, collections: list[str], ledger: Ledger, passages: int
+def comparison_sides(side_by_side: bool, collections: list[str], ledger: Ledger, passages: int
                      ) -> dict[str, list[int]]:
     """A comparison's sides: per routed collection with evidence, the `[n]` of its best passages (ledger order
-    is best first per collection), an even share of `passages` (at least 2). Empty unless the question is
-    comparative and at least two collections have evidence."""
-    if query_type != "comparative":
+    is best first per collection), an even share of `passages` (at least 2). Empty unless the question compares
+    collections (`graph.routing.side_by_side`) and at least two of them have evidence."""
+    if not side_by_side:
         return {}
     numbers = {c: [n for n, e in ledger.numbered() if e.collection == c] for c in collections}
     numbers = {c: ns for c, ns in numbers.items() if ns}
