@@ -159,8 +159,8 @@ def restricted_to(question: str, collections: list[Collection], named: list[str]
 
 
 def side_by_side(route: Route) -> bool:
-    """Whether a comparison's sides are collections: the question names two or more of them ("A en B", two of them by name).
-    Those are researched by one sub-agent per side and answered side by side. A comparison of other things (two
+    """Whether a comparison's sides are collections: the question names two or more of them by name. Those are
+    researched by one sub-agent per side and answered side by side. A comparison of other things (two
     people, two plants, two magazines: "Which is older, A or B?") is researched as one question about several
     names, over every collection: collections are where documents live, not what is being compared."""
     return route.query_type == "comparative" and len(route.preferred) >= 2
