@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from app.errors import APIError
+from app.errors import CODES, APIError, event_status
 from app.observability import Metrics
 from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
 from app.services import Services
@@ -65,14 +65,15 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
     if request.model not in (settings.model_id, settings.lite_model_id) and not settings.accept_any_model:
         raise APIError(404, f"The model '{request.model}' does not exist", param="model", code="model_not_found")
     if request.n not in (None, 1):
-        raise APIError(400, "only n=1 is supported", param="n")
+        raise APIError(400, "only n=1 is supported", param="n", code="unsupported_value")
     if len(request.messages) > settings.max_messages:
-        raise APIError(400, f"at most {settings.max_messages} messages are accepted", param="messages")
+        raise APIError(400, f"at most {settings.max_messages} messages are accepted", param="messages",
+                       code="too_many_messages")
     for i, message in enumerate(request.messages):
         if len(message.text()) > settings.max_message_chars:
             raise APIError(
-                400, f"message {i} is longer than {settings.max_message_chars} characters", param=f"messages.{i}.content"
-            )
+                400, f"message {i} is longer than {settings.max_message_chars} characters", param=f"messages.{i}.content",
+                code="context_length_exceeded")
 
 
 _REPLAYED = (Step, SourceFound, AnswerDelta)
@@ -139,7 +140,7 @@ async def stream_chat(
             for chunk in renderer.finish(include_usage):
                 yield _sse(chunk)
         yield {"data": "[DONE]"}
-        outcome = failed.kind if failed else "ok"
+        outcome = CODES[event_status(failed.kind)] if failed else "ok"
     finally:
         record.done(outcome, renderer)
 
@@ -186,7 +187,8 @@ async def complete_chat(
         await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
         if work.done() and not work.cancelled():
             error = work.exception()
-            outcome = (error.code or "server_error") if isinstance(error, APIError) else ("ok" if error is None else "server_error")
+            outcome = (error.code or CODES.get(error.status, "internal_error")) if isinstance(error, APIError) \
+                else ("ok" if error is None else "internal_error")
     finally:
         watch.cancel()
         if not work.done():
@@ -202,8 +204,7 @@ async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEve
     async for event in events:
         record.observe(event)
         if isinstance(event, ErrorEvent):
-            status = 504 if event.kind == "timeout" else 500
-            raise APIError(status, event.message, code=event.kind)
+            raise APIError(event_status(event.kind), event.message)
         renderer.event(event)
     renderer.finish(include_usage=False)
     return ChatCompletion(

@@ -1,4 +1,9 @@
-"""OpenAI error envelope for every failure: no FastAPI 422 bodies, no bare 500s."""
+"""OpenAI error envelope for every failure: no FastAPI 422 bodies, no bare 500s.
+
+Every error has a `type` from its HTTP status and a `code` that names the error kind, streamed or not (README,
+"Errors"): the status's default code (`CODES`) unless a more specific one applies, such as `model_not_found`
+or `context_length_exceeded`.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,20 @@ _TYPES = {
     503: "service_unavailable",
     504: "timeout",
 }
+CODES = {
+    400: "invalid_request",
+    401: "invalid_api_key",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    429: "rate_limit_exceeded",
+    499: "client_closed",
+    500: "internal_error",
+    503: "unavailable",
+    504: "timeout",
+}
+JSON_TYPE = "application/json"
 
 
 class APIError(Exception):
@@ -36,7 +55,14 @@ class APIError(Exception):
 
 def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None) -> dict:
     kind = _TYPES.get(status, "server_error")
+    code = code or CODES.get(status, "internal_error")
     return ErrorResponse(error=ErrorBody(message=message, type=kind, param=param, code=code)).model_dump()
+
+
+def event_status(kind: str) -> int:
+    """The HTTP status of a pipeline `ErrorEvent` kind: what a non-streamed request answers, and what a stream's
+    in-band error says by its `type` and `code`."""
+    return 504 if kind == "timeout" else 500
 
 
 def error_response(
@@ -64,16 +90,20 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status, exc.message, param=exc.param, code=exc.code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != JSON_TYPE and not media.endswith("+json"):  # FastAPI did not read the body as JSON at all
+            given = f"'{media}'" if media else "none"
+            return error_response(400, f"the request body must be JSON sent with 'Content-Type: {JSON_TYPE}' "
+                                       f"(Content-Type given: {given})", code="invalid_content_type")
         message, param = _validation_message(exc)
-        return error_response(400, message, param=param, code="invalid_request")
+        return error_response(400, message, param=param)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-        return error_response(exc.status_code, str(exc.detail), code=code, headers=getattr(exc, "headers", None))
+        return error_response(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error", exc_info=exc)
-        return error_response(500, "internal server error", code="internal_error")
+        return error_response(500, "internal server error")

@@ -1,7 +1,8 @@
 """OpenAI chat-completions protocol models (requests, responses, chunks, errors), in one file.
 
-Requests accept every standard field and ignore unknown ones; responses carry exactly the fields that
-clients rely on (see docs: `refusal: null`, `logprobs: null`, one id/created per stream).
+Requests accept every standard field and ignore unknown ones, but a standard field of the wrong JSON type is a
+400 as in the OpenAI API (`"stream": "yes"` is no boolean: strict types, no coercion); responses carry exactly
+the fields that clients rely on (see docs: `refusal: null`, `logprobs: null`, one id/created per stream).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
 
 # ---------------------------------------------------------------- requests
 
@@ -37,25 +38,28 @@ class ChatMessage(BaseModel):
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
-    include_usage: bool = False
+    include_usage: StrictBool = False
 
 
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = Field(min_length=1)
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: StrictBool | None = False
     stream_options: StreamOptions | None = None
-    n: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, ge=0, le=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: StrictInt | None = Field(default=None, ge=1)
+    temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
+    top_p: StrictFloat | None = Field(default=None, ge=0, le=1)
+    presence_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
     stop: str | list[str] | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     response_format: dict[str, Any] | None = None
-    seed: int | None = None
+    seed: StrictInt | None = None
+    logprobs: StrictBool | None = None
     user: str | None = None
     reasoning_effort: str | None = None
 

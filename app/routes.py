@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 
-from app.auth import bearer_token, check_api_key
+from app.auth import bearer_token, check_api_key, check_operator_key, has_valid_key
 from app.chat import (
     RequestRecord,
     complete_chat,
@@ -74,8 +74,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
     else:
         events = pipeline_events(svc, turns, tenant_of(bearer_token(request)), body.model)
         renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
-    record = RequestRecord(request.app.state.metrics, "task" if task else "chat", body.stream)
-    if not body.stream:
+    streamed = bool(body.stream)
+    record = RequestRecord(request.app.state.metrics, "task" if task else "chat", streamed)
+    if not streamed:
         return await complete_chat(request, renderer, events, record)
     return EventSourceResponse(
         stream_chat(renderer, events, body.include_usage, record),
@@ -91,12 +92,17 @@ async def health() -> dict[str, str]:
 
 
 @router.get("/health/ready")
-async def ready(svc: ServicesDep) -> JSONResponse:
+async def ready(request: Request, svc: ServicesDep) -> JSONResponse:
+    """Ready or degraded (503); the detail (upstream URLs, collections, cache) only for a caller with a key
+    when API_KEYS is set, unless METRICS_PUBLIC=true: a load balancer needs the status, not the topology."""
     report = await svc.readiness()
-    return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)
+    status = 200 if report["status"] == "ready" else 503
+    if not (svc.settings.metrics_public or has_valid_key(request)):
+        report = {"status": report["status"]}
+    return JSONResponse(report, status_code=status)
 
 
-@router.get("/metrics")
+@router.get("/metrics", dependencies=[Depends(check_operator_key)])
 async def metrics(request: Request, svc: ServicesDep) -> Response:
     body = request.app.state.metrics.render(svc.cache.hits, svc.cache.misses)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")

@@ -44,6 +44,8 @@ class Settings(BaseSettings):
 
     # HTTP
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # with API_KEYS: /metrics and the detail of /health/ready need a key too, unless this is true
+    metrics_public: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = Field(1, ge=1)  # `python -m app serve` processes sharing the port (see README, Scaling out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from app.errors import error_body, event_status
 from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, UsageInfo
 from graph.events import (
     AnswerDelta,
@@ -139,9 +140,10 @@ class ChunkRenderer:
         return out
 
     def error(self, message: str, kind: str = "server_error") -> list[dict[str, Any]]:
-        """After the stream started: close the think block, then one in-band error event."""
+        """After the stream started: close the think block, then one in-band error event, with the `type` and
+        `code` a non-streamed request gets for the same error (`app.errors`)."""
         out = self._answer_text(self._answer_filter.flush()) + self.close_think()
-        out.append({"error": {"message": message, "type": kind, "param": None, "code": None}})
+        out.append(error_body(event_status(kind), message))
         return out
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import openai
@@ -142,6 +143,17 @@ def test_every_standard_request_field_is_accepted(offline: str) -> None:
         ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "temperature": 9}, 400, "temperature"),
         ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "n": 3}, 400, "n"),
         ({"model": "gpt-99", "messages": [{"role": "user", "content": "x"}]}, 404, "model"),
+        # the wrong JSON type is refused, as by the OpenAI API, never coerced
+        ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}, 400, "stream"),
+        ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "stream": "true"}, 400, "stream"),
+        ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "stream": 1}, 400, "stream"),
+        ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "n": "1"}, 400, "n"),
+        ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "temperature": "0.2"}, 400,
+         "temperature"),
+        ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1.5}, 400,
+         "max_tokens"),
+        ({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}],
+          "stream_options": {"include_usage": "yes"}}, 400, "stream_options"),
     ],
 )
 def test_invalid_requests_get_openai_errors(offline: str, body, status: int, param) -> None:
@@ -153,8 +165,33 @@ def test_invalid_requests_get_openai_errors(offline: str, body, status: int, par
     assert set(error) == {"message", "type", "param", "code"} and error["message"]
     if param:
         assert error["param"] and error["param"].startswith(param)
-    if status == 404:
-        assert error["code"] == "model_not_found"
+    assert error["code"] in ({"model_not_found"} if status == 404 else {"invalid_request", "unsupported_value"})
+    assert error["code"] and error["code"] in README_TEXT  # one documented code per error kind
+
+
+README_TEXT = (Path(__file__).resolve().parents[1] / "README.md").read_text("utf-8")
+
+
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+def test_a_body_not_sent_as_json_is_told_so(offline: str, content_type: str | None) -> None:
+    body = json.dumps({"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}]})
+    headers = {"content-type": content_type} if content_type else {}
+    response = httpx.post(f"{offline}/v1/chat/completions", content=body, headers=headers)  # raw bytes: no type added
+    assert response.request.headers.get("content-type") == content_type
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid_content_type" and "application/json" in error["message"], error
+
+
+def test_error_codes_of_the_other_kinds(service) -> None:
+    base = service(max_message_chars=100, max_messages=3)
+    too_long = post(base, chat("x" * 200, stream=False)).json()["error"]
+    assert too_long["code"] == "context_length_exceeded" and too_long["param"] == "messages.0.content"
+    many = {"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}] * 4}
+    assert post(base, many).json()["error"]["code"] == "too_many_messages"
+    n = {"model": "neo-nl-agent", "messages": [{"role": "user", "content": "x"}], "n": 2}
+    assert post(base, n).json()["error"]["code"] == "unsupported_value"
+    assert httpx.get(base + "/v1/chat/completions").json()["error"]["code"] == "method_not_allowed"
 
 
 def test_oversized_body_is_413(service) -> None:
@@ -178,7 +215,21 @@ def test_api_keys(service) -> None:
     assert httpx.get(base + "/v1/models", headers={"Authorization": "Bearer k2"}).status_code == 200
     response = post(base, chat(QUESTION), headers={"Authorization": "Bearer nope"})
     assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(base + "/v1/models").headers["www-authenticate"] == "Bearer"
     assert httpx.get(base + "/health").status_code == 200
+    # operators' endpoints: /metrics needs a key, /health/ready tells a stranger only its status
+    assert httpx.get(base + "/metrics").status_code == 401
+    assert httpx.get(base + "/metrics", headers={"Authorization": "Bearer k1"}).status_code == 200
+    assert set(httpx.get(base + "/health/ready").json()) == {"status"}
+    assert "mcp" in httpx.get(base + "/health/ready", headers={"Authorization": "Bearer k1"}).json()
+
+
+def test_metrics_public_opens_the_operators_endpoints(service) -> None:
+    base = service(api_keys=["k1"], metrics_public=True)
+    assert httpx.get(base + "/metrics").status_code == 200
+    assert "mcp" in httpx.get(base + "/health/ready").json()
+    assert httpx.get(base + "/v1/models").status_code == 401  # the API itself still needs a key
 
 
 def test_reasoning_tags_in_user_input_never_reach_the_output(offline: str) -> None:

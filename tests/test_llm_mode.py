@@ -298,3 +298,15 @@ def test_a_sources_list_the_model_writes_itself_is_dropped_and_the_call_stopped(
     assert "vervalt in 2033 [1]" in written and listed  # the service's own list follows the model's text
     assert "Bronnen van ANVS" not in answer and "| Kernenergiewet" not in answer
     assert fake_llm.wait_idle_sync() and fake_llm.disconnects >= 1  # the upstream stopped writing the copy
+
+
+def test_a_request_out_of_time_has_one_error_code_streamed_or_not(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(fault="hang"))
+    base = llm_service(request_timeout_s=1.0, llm_timeout_s=30)
+    plain = httpx.post(base + "/v1/chat/completions", json=body(stream=False), timeout=30)
+    assert plain.status_code == 504
+    payloads = sse_events(httpx.post(base + "/v1/chat/completions", json=body(), timeout=30))
+    streamed = json.loads(next(p for p in payloads if p.startswith('{"error"')))
+    assert payloads[-1] == "[DONE]"
+    for error in (plain.json()["error"], streamed["error"]):
+        assert (error["type"], error["code"]) == ("timeout", "timeout"), error
