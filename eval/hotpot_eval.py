@@ -51,7 +51,6 @@ from eval import hotpot
 from eval.answers import MARKER, body_of, cited_titles, is_declined
 from graph.build import build_graph
 from graph.context import Context
-from graph.ledger import Ledger
 from graph.mcp_client import DocumentClient
 from graph.models import Turn
 from graph.prompts import Prompts
@@ -127,7 +126,7 @@ async def ask(question: dict[str, Any], graph: Any, ctx: Context, known: set[str
     state, request = start([Turn(role="user", content=question["question"])], ctx)
     state = await graph.ainvoke(state, context=request)
     seconds = time.perf_counter() - started
-    ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit).entries
+    ledger = state["sources"]  # what the answer's [1], [2], ... point at
     return {e.title for e in state["evidence"]}, cited_titles(state["answer"], ledger, known), state["answer"], seconds
 
 

@@ -160,8 +160,7 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
     run.route_type, run.route_collections, run.answer = route.query_type, list(route.collections), final["answer"]
     run.rounds = final["loop"].round
 
-    ledger = Ledger.for_answer(final["facts"], final["evidence"], ctx.config.ledger_limit)
-    score(run, ledger, body_of(run.answer))
+    score(run, Ledger(final["sources"]), body_of(run.answer))  # what the answer's [1], [2], ... point at
     return run
 
 

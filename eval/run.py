@@ -39,7 +39,6 @@ from graph.build import build_graph
 from graph.claims import cited_numbers, claim_sentences, supported
 from graph.collections import load_catalog
 from graph.context import Context
-from graph.ledger import Ledger
 from graph.llm import LLMClient
 from graph.mcp_client import DocumentClient
 from graph.models import Turn
@@ -102,7 +101,7 @@ async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
     result.declined = is_declined(result.answer)
     result.calls, result.tokens = state["usage"].calls, state["usage"].total_tokens
 
-    ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit).entries
+    ledger = state["sources"]  # what the answer's [1], [2], ... point at
     body = body_of(result.answer)
     for number in (int(n) for n in re.findall(r"\[(\d+)\]", body)):
         result.markers += 1

@@ -79,7 +79,7 @@ class Ledger:
             room = budget - used - ENTRY_HEAD_CHARS
             if kept and room < MIN_ENTRY_CHARS:
                 break
-            text = _cut(text, min(passage_chars * len(ids[n]), max(room, MIN_ENTRY_CHARS)))
+            text = cut_at_word(text, min(passage_chars * len(ids[n]), max(room, MIN_ENTRY_CHARS)))
             used += len(text) + ENTRY_HEAD_CHARS
             kept.append(e.model_copy(update={"text": text}))
             seen.append(vocabulary)
@@ -127,7 +127,7 @@ class Ledger:
                 continue
             head = f"[{n}] {display(e.collection)} | {e.title}" + (f" — {e.section}" if e.section else "")
             head += f" ({summary_mark})" if summary_mark and e.summary else ""
-            blocks.append(f"{head}\n{_cut(_without_header(e), max_chars)}")
+            blocks.append(f"{head}\n{cut_at_word(_without_header(e), max_chars)}")
         return "\n\n".join(blocks)
 
     def facts_block(self, facts: list[Fact], display: Callable[[str], str] = str, heading: str = "") -> str:
@@ -150,18 +150,22 @@ class Ledger:
             return ""
         return (f"{heading}:\n" if heading else "") + "\n".join(lines) + "\n"
 
-    def citation_filter(self) -> CitationFilter:
-        return CitationFilter(len(self.entries))
+    def citation_filter(self, on_cite: Callable[[int, int], None] | None = None) -> CitationFilter:
+        return CitationFilter(len(self.entries), on_cite)
+
+    def shown(self, cited: list[int]) -> list[Evidence]:
+        """The entries as the answer numbers them (`CitationFilter.cited`: in order of first citation); all of
+        them, in ledger order, when the answer cited none."""
+        return [self.entries[n - 1] for n in cited] if cited else list(self.entries)
 
     def sources(self, cited: list[int], language: Language, display: Callable[[str], str]) -> str:
-        """Markdown sources list, one line per document with its sections (anchors) and URL; cited entries keep
-        their ledger numbers (all entries when none was cited)."""
-        numbers = sorted(cited) if cited else list(range(1, len(self.entries) + 1))
-        if not numbers:
+        """Markdown sources list, one line per document with its sections (anchors) and URL, numbered as the
+        answer shows them (`shown`)."""
+        entries = self.shown(cited)
+        if not entries:
             return ""
         lines = [f"**{messages.line('sources', language)}**", ""]
-        for n in numbers:
-            e = self.entries[n - 1]
+        for n, e in enumerate(entries, 1):
             label = f"{e.title}" + (f", {e.section}" if e.section and e.section != e.title else "")
             meta = [display(e.collection)]
             if e.year:
@@ -211,8 +215,8 @@ def _overlap(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a or b else 1.0
 
 
-def _cut(text: str, max_chars: int) -> str:
-    """At most `max_chars`, ending at a word boundary ("…" when cut)."""
+def cut_at_word(text: str, max_chars: int) -> str:
+    """At most `max_chars` characters, ending at a word boundary, followed by " …" when cut."""
     if len(text) <= max_chars:
         return text
     return text[:max_chars].rsplit(" ", 1)[0] + " …"
@@ -242,11 +246,15 @@ class FactsReply(BaseModel):
 
 
 class CitationFilter:
-    """Streaming filter: keeps `[n]` markers with 1 <= n <= size, drops the rest; records what was cited."""
+    """Streaming filter: keeps `[n]` markers with 1 <= n <= size, drops the rest, and numbers what it keeps in
+    the order of first citation, so a reader meets [1], [2], [3] in that order whatever numbers the model
+    used (`cited[k - 1]` is the ledger number shown as [k]). `on_cite(k, n)` runs when ledger entry n is first
+    cited, as [k], before the text that cites it goes out."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, on_cite: Callable[[int, int], None] | None = None) -> None:
         self.size = size
         self.cited: list[int] = []
+        self.on_cite = on_cite
         self._pending = ""
 
     def _fix(self, match: re.Match[str]) -> str:
@@ -257,7 +265,16 @@ class CitationFilter:
         for n in valid:
             if n not in self.cited:
                 self.cited.append(n)
-        return "".join(f"[{n}]" for n in dict.fromkeys(valid))
+                if self.on_cite:
+                    self.on_cite(len(self.cited), n)
+        return "".join(f"[{self.cited.index(n) + 1}]" for n in dict.fromkeys(valid))
+
+    def to_ledger_numbers(self, text: str) -> str:
+        """Text this filter numbered (`[k]`) with the ledger's numbers again, for a prompt that cites the ledger."""
+        def back(match: re.Match[str]) -> str:
+            k = int(match.group(1))
+            return f"[{self.cited[k - 1]}]" if 1 <= k <= len(self.cited) else match.group(0)
+        return re.sub(r"\[(\d+)\]", back, text)
 
     def feed(self, delta: str) -> str:
         text = self._pending + delta

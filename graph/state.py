@@ -39,4 +39,5 @@ class State(TypedDict):
     outcomes: Annotated[list[Outcome], operator.add]  # one per research task run
     gaps: Annotated[list[str], operator.add]  # what could not be searched, said in the answer
     answer: str
+    sources: list[Evidence]  # what the answer's [1], [2], ... point at, in that order (set by `synthesize`)
     usage: Annotated[Usage, operator.add]

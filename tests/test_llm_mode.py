@@ -310,3 +310,32 @@ def test_a_request_out_of_time_has_one_error_code_streamed_or_not(llm_service, f
     assert payloads[-1] == "[DONE]"
     for error in (plain.json()["error"], streamed["error"]):
         assert (error["type"], error["code"]) == ("timeout", "timeout"), error
+
+
+def test_citations_are_numbered_in_reading_order_and_sources_follow(llm_service, fake_llm: FakeLLM) -> None:
+    """The model cites [2] before [1]: the reader sees [1] first, the sources list and Open WebUI's source
+    events (each sent before the text that first cites it) are numbered the same way."""
+    script(fake_llm, answer=Reply(text="Een latere aanvraag wordt niet behandeld [2]. De vergunning vervalt [1]. "
+                                       "Zie ook [2]."))
+    base = llm_service(auto_cite=False, claim_check="off")
+    response = httpx.post(base + "/v1/chat/completions", json=body(), headers={"X-OpenWebUI-Chat-Id": "c1"},
+                          timeout=30)
+    payloads = chunks(sse_events(response))
+    _, answer = answer_of(response)
+    written, _, listed = answer.partition("**Bronnen**")
+    assert re.findall(r"\[(\d)\]", written) == ["1", "2", "1"], written
+    events = [p["event"]["data"] for p in payloads if "event" in p and p["event"]["type"] == "source"]
+    names = [e["source"]["name"] for e in events]
+    lines = [line for line in listed.splitlines() if line.startswith("[")]
+    assert len(names) == len(lines) == 2
+    for n, (name, line) in enumerate(zip(names, lines, strict=True), 1):
+        title = name.split("] ", 1)[1]
+        assert name.startswith(f"[{n}]") and line.startswith(f"[{n}] {title}")
+    text_so_far, seen = "", 0
+    for p in payloads:  # each source event arrives before the first text that cites it
+        if "event" in p and p["event"]["type"] == "source":
+            seen += 1
+        elif p.get("choices") and (piece := p["choices"][0]["delta"].get("content")):
+            text_so_far += piece
+            cited = {int(n) for n in re.findall(r"\[(\d)\]", text_so_far.partition("</think>")[2])}
+            assert max(cited, default=0) <= seen

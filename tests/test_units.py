@@ -56,7 +56,8 @@ def test_inline_reasoning_block_is_split_off() -> None:
         ("A [1-3]", 3, "A [1][2][3]", [1, 2, 3]),
         ("A [0] [4]", 3, "A", []),
         ("Lijst [a] blijft", 3, "Lijst [a] blijft", []),
-        ("Zie [3][3]", 3, "Zie [3][3]", [3]),
+        ("Zie [3][3]", 3, "Zie [1][1]", [3]),  # numbered by first citation
+        ("A [2]. B [1][2].", 3, "A [1]. B [2][1].", [2, 1]),
     ],
 )
 def test_citation_repair(text: str, size: int, expected: str, cited: list[int]) -> None:

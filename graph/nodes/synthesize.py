@@ -13,14 +13,15 @@ from graph.claims import best_source, cited_numbers, high_stakes_question, sente
 from graph.context import Context
 from graph.events import SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
-from graph.ledger import Ledger, answer_order
+from graph.ledger import Ledger, answer_order, cut_at_word
 from graph.llm import LLMError
-from graph.models import Route, Usage
+from graph.models import Evidence, Route, Usage
 from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import fallback
 
 BRIEF_FACTS = 3  # facts of an extractive answer the user asked to keep brief
+PREVIEW_CHARS = 500  # of a source's text in Open WebUI's source preview
 
 
 def named_documents(state: State, ledger: Ledger) -> list[dict]:
@@ -91,14 +92,20 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
         style = ctx.prompts.render(f"style_{answer_style(route)}", ctx.language)
         system = system_prompt(ctx, ledger, style)
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
-    answer = AnswerStream(ledger.citation_filter(), system, ctx.config.stream_interval_s, citer)
+    # a source goes out as the answer first cites it, numbered as the reader sees it ([1] first)
+    answer = AnswerStream(ledger.citation_filter(lambda shown, n: emit(source_found(shown, ledger.entries[n - 1]))),
+                          system, ctx.config.stream_interval_s, citer)
     try:
         usage = await write_answer(state, ctx, ledger, gaps, system, answer, sides)
     except BaseException:  # cancelled (client gone) or failed: nothing more is sent
         answer.cancel()
         raise
     answer.finish()
-    return {"answer": answer.text, "usage": usage}
+    return {"answer": answer.text, "sources": ledger.shown(answer.filter.cited), "usage": usage}
+
+
+def source_found(shown: int, e: Evidence) -> SourceFound:
+    return SourceFound(shown, e.title, e.collection, e.url, e.id, cut_at_word(e.text, PREVIEW_CHARS))
 
 
 async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str, max_tokens: int,
@@ -165,7 +172,7 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
                                   example=numbers[0], instructions=instructions_line(state, language))
         usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
         answer.close()
-        written.append(f"{name}: {answer.text[start:].strip()}")
+        written.append(f"{name}: {answer.filter.to_ledger_numbers(answer.text[start:].strip())}")
     answer.citer = citer_for(ledger, [n for numbers in sides.values() for n in numbers], ctx)
     heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
     names = ", ".join(ctx.display(c) for c in sides)
@@ -197,8 +204,6 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
     """The answer: the model's (or, without one, the template's) text, the claim check, gaps, sources."""
     language, question, route, facts = ctx.language, state["question"], state["route"], state["facts"]
     usage = Usage()
-    for n, e in ledger.numbered():
-        emit(SourceFound(n, e.title, e.collection, e.url, e.id, e.text[:500]))
     if not ledger:
         names = ", ".join(ctx.display(c) for c in route.collections)
         answer.write(messages.line("nothing", language, names=names))
@@ -245,7 +250,7 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
     answer.close()
     high_stakes = ctx.catalog.high_stakes(route.collections) or high_stakes_question(question)
     if not banner and check_claims(ctx.config.claim_check, high_stakes):
-        claims = unsupported_claims(answer.text, ledger.entries, language, ctx.display)
+        claims = unsupported_claims(answer.text, ledger.shown(answer.filter.cited), language, ctx.display)
         if claims:
             emit(Step(messages.line("claims_flagged", language, n=len(claims))))
             emit(Unsupported(tuple(claims)))
@@ -253,5 +258,8 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
             answer.write("\n\n" + messages.line("unsupported", language, claims=quoted), check=False)
     for gap in gaps:
         answer.write(f"\n\n{gap}", check=False)
+    if not answer.filter.cited:  # an answer that cites nothing lists every source it was written from
+        for n, e in ledger.numbered():
+            emit(source_found(n, e))
     answer.write(f"\n\n{ledger.sources(answer.filter.cited, language, ctx.display)}", check=False)
     return usage
