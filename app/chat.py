@@ -24,6 +24,7 @@ from graph.events import (
     AnswerDelta,
     Degraded,
     ErrorEvent,
+    Finished,
     LLMFallback,
     SourceFound,
     Step,
@@ -76,7 +77,7 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
                 code="context_length_exceeded")
 
 
-_REPLAYED = (Step, SourceFound, AnswerDelta)
+_REPLAYED = (Step, SourceFound, AnswerDelta, Finished)
 
 
 async def pipeline_events(

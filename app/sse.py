@@ -15,6 +15,7 @@ from graph.events import (
     AnswerDelta,
     Degraded,
     ErrorEvent,
+    Finished,
     LLMFallback,
     SourceFound,
     Step,
@@ -40,6 +41,7 @@ class ChunkRenderer:
         self._answer_filter = TagNeutralizer()
         self.first_answer_at: float | None = None  # perf_counter() of the first answer text
         self.last_status = ""
+        self.final_status = ""  # `Finished`: the closing entry of Open WebUI's progress list
 
     # ------------------------------------------------------------ wire objects
     def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None) -> dict[str, Any]:
@@ -88,6 +90,9 @@ class ChunkRenderer:
     def event(self, event: ThoughtEvent) -> list[dict[str, Any]]:
         if isinstance(event, Step):
             return self._think(event.text)
+        if isinstance(event, Finished):
+            self.final_status = neutralize(event.text)
+            return []
         if isinstance(event, SourceFound):
             out = []
             if self.openwebui:
@@ -132,8 +137,8 @@ class ChunkRenderer:
     def finish(self, include_usage: bool) -> list[dict[str, Any]]:
         out = self._answer_text(self._answer_filter.flush())
         out += self.close_think()
-        if self.openwebui:  # the last status heads Open WebUI's progress list: repeat the last line, done
-            out.append(self._status(self.last_status, done=True))
+        if self.openwebui:  # Open WebUI lists every status: close it with what the answer rests on, not a repeat
+            out.append(self._status(self.final_status or self.last_status, done=True))
         out.append(self._chunk(DeltaMessage(), finish="stop"))
         if include_usage:
             out.append(self._chunk(DeltaMessage(), usage=self.usage))

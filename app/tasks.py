@@ -16,7 +16,8 @@ from graph.collections import Catalog
 from graph.language import detect_language
 from graph.llm import LLMClient, LLMError
 from graph.models import Usage
-from graph.routing import mentioned_collections
+from graph.routing import focus_terms, mentioned_collections
+from textkit import STOPWORDS
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +31,10 @@ _KINDS = [  # (task, pattern in the template) — first match wins
 ]
 _HISTORY = re.compile(r"<chat_history>(.*?)</chat_history>", re.S | re.I)
 _USER_LINE = re.compile(r"^\s*USER:\s*(.+)$", re.M)
+_ANSWER = re.compile(r"^\s*ASSISTANT:(.*?)(?=^\s*USER:|\Z)", re.M | re.S)
+# a line of the sources list the service appends ("[2] Title, Section (ANVS, 2016) — url"): title and section
+_SOURCE_TITLE = re.compile(r"^\[\d+\]\s+(.+?)(?: \(| — |$)", re.M)
+TITLE_CHARS = 60  # Open WebUI shows about this much of a chat title in its sidebar
 
 
 def detect_task(model: str, header: str | None, last_user: str, settings: Settings) -> str | None:
@@ -53,24 +58,52 @@ def _last_question(prompt: str) -> str:
     return (lines[-1] if lines else prompt).strip()
 
 
+def offline_title(question: str) -> str:
+    """The question as the chat's title: whole when it fits TITLE_CHARS, else cut at a word boundary before a
+    word that would leave the topic dangling ("… eisen voor")."""
+    words = re.sub(r"[?!.\s]+$", "", question.strip()).split()
+    while words and len(" ".join(words)) > TITLE_CHARS:
+        words.pop()
+        while len(words) > 1 and words[-1].lower() in STOPWORDS:
+            words.pop()
+    title = " ".join(words)
+    return title[:1].upper() + title[1:]
+
+
+def offline_follow_ups(prompt: str, question: str, catalog: Catalog, limit: int = 3) -> list[str]:
+    """Follow-up questions from this turn: the topic in more detail, the first document the answer cited, and
+    collections that neither the question named nor the answer cited."""
+    language = detect_language(question)
+    history = _HISTORY.search(prompt)
+    answers = _ANSWER.findall(history.group(1) if history else "")
+    answer = answers[-1] if answers else ""
+    follow = []
+    topic = focus_terms(question, catalog.collections)
+    if topic and topic != question:
+        follow.append(messages.line("follow_up_detail", language, topic=topic))
+    titles = _SOURCE_TITLE.findall(answer)
+    if titles:
+        follow.append(messages.line("follow_up_document", language, title=titles[0]))
+    named = set(mentioned_collections(question, catalog.collections))
+    follow += [messages.line("follow_up", language, coll=catalog.display(name)) for name in catalog.names
+               if name not in named and f"({catalog.display(name)}" not in answer]
+    return follow[:limit]
+
+
 def offline_answer(task: str, prompt: str, catalog: Catalog) -> str:
     """Deterministic answers in the JSON shapes Open WebUI parses; the topic and the collections they name
     come from the collections file."""
     question = _last_question(prompt)
     language = detect_language(question)
     if task == "title_generation" or (task == "chat" and '"title"' in prompt):
-        words = re.sub(r"[?!.]+$", "", question).split()
-        title = " ".join(words[:7]) or ("Nieuwe vraag" if language == "nl" else "New question")
+        title = offline_title(question) or ("Nieuwe vraag" if language == "nl" else "New question")
         return json.dumps({"title": title}, ensure_ascii=False)
     if task == "tags_generation":
         named = [catalog.display(n) for n in mentioned_collections(question, catalog.collections)]
         topic = [catalog.topic[language]] if language in catalog.topic else []
         return json.dumps({"tags": topic + named}, ensure_ascii=False)
     if task == "follow_up_generation":
-        named = mentioned_collections(question, catalog.collections)
-        others = [name for name in catalog.names if name not in named][:3]
-        follow = [messages.line("follow_up", language, coll=catalog.display(name)) for name in others]
-        return json.dumps({"follow_ups": follow}, ensure_ascii=False)
+        return json.dumps({"follow_ups": offline_follow_ups(prompt, question, catalog)}, ensure_ascii=False)
     if task == "query_generation":
         return json.dumps({"queries": [question]}, ensure_ascii=False)
     if task == "autocomplete_generation":

@@ -41,6 +41,14 @@ class SourceFound:
 
 
 @dataclass(frozen=True, slots=True)
+class Finished:
+    """What the finished answer rests on, one line ("Klaar: antwoord met 3 geciteerde bronnen"): the closing
+    entry of a UI's progress list, where repeating the last progress line would read as a step done twice."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class AnswerDelta:
     text: str
 
@@ -87,7 +95,7 @@ class Unsupported:
 
 
 ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | UsageEvent | ErrorEvent | Degraded | LLMFallback
-                | Unsupported)
+                | Unsupported | Finished)
 
 
 def emit(event: ThoughtEvent) -> None:
@@ -103,7 +111,7 @@ def degrade(reason: str, line: str | None = None) -> None:
 
 
 _TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent, Degraded,
-                                        LLMFallback, Unsupported)}
+                                        LLMFallback, Unsupported, Finished)}
 
 
 def to_record(event: ThoughtEvent) -> dict:

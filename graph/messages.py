@@ -59,6 +59,9 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "Language model unavailable ({error}); extractive mode",
     },
     "writing": {"nl": "Antwoord opstellen op basis van {n} bronnen", "en": "Writing the answer from {n} sources"},
+    "finished": {"nl": "Klaar: antwoord met {n} geciteerde bron(nen)", "en": "Done: an answer citing {n} source(s)"},
+    "finished_none": {"nl": "Klaar: geen passages gevonden die de vraag beantwoorden",
+                      "en": "Done: no passages found that answer the question"},
     "source": {"nl": "Bron [{n}]: {title}", "en": "Source [{n}]: {title}"},
     "gap": {
         "nl": "Let op: de collectie {coll} kon niet worden doorzocht ({error}); het antwoord kan onvolledig zijn.",
@@ -104,6 +107,8 @@ _LINES: dict[str, dict[Language, str]] = {
     "key_facts": {"nl": "Kernfeiten", "en": "Key facts"},
     "contrast": {"nl": "Verschillen en overeenkomsten", "en": "Differences and agreements"},
     "follow_up": {"nl": "Wat zeggen de bronnen van {coll} hierover?", "en": "What do the {coll} sources say about this?"},
+    "follow_up_detail": {"nl": "Leg uitgebreid uit: {topic}", "en": "Explain in detail: {topic}"},
+    "follow_up_document": {"nl": "Wat staat er verder in {title}?", "en": "What else is in {title}?"},
     "summary_mark": {"nl": "samenvatting", "en": "summary"},
 }
 

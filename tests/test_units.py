@@ -289,6 +289,18 @@ def test_failure_names_what_went_wrong(exc: BaseException, name: str) -> None:
     assert failure_name(exc) == name
 
 
+@pytest.mark.parametrize(("question", "title"), [
+    ("Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?", "Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur"),
+    ("Wat zijn de eisen van de Kernenergiewet voor de vergunning van een kerncentrale en de PSR?",
+     "Wat zijn de eisen van de Kernenergiewet voor de vergunning"),  # cut at a word, not before "van een"
+    ("wanneer vervalt de vergunning?", "Wanneer vervalt de vergunning"),
+])
+def test_offline_titles_keep_the_topic(question: str, title: str) -> None:
+    from app.tasks import offline_title
+
+    assert offline_title(question) == title
+
+
 def test_offline_task_answers_come_from_the_collections_file() -> None:
     """Open WebUI's tags and follow-ups offline: the topic and the collections are the deployment's own."""
     from app.tasks import offline_answer
@@ -300,7 +312,14 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
     prompt = "### Task:\n<chat_history>\nUSER: Wat zegt de kennisbank over retouren?\n</chat_history>"
     assert json.loads(offline_answer("tags_generation", prompt, catalog))["tags"] == ["Klantenservice", "Kennisbank"]
     follow_ups = json.loads(offline_answer("follow_up_generation", prompt, catalog))["follow_ups"]
-    assert follow_ups == ["Wat zeggen de bronnen van FAQ hierover?", "Wat zeggen de bronnen van Mail hierover?"]
+    assert follow_ups == ["Leg uitgebreid uit: retouren", "Wat zeggen de bronnen van FAQ hierover?",
+                          "Wat zeggen de bronnen van Mail hierover?"]
+    # after an answer: the document it cited first, and no collection it already drew on
+    answered = prompt.replace("</chat_history>", "ASSISTANT: Binnen 14 dagen [1].\n\n**Bronnen**\n\n"
+                                                 "[1] Retourbeleid, Termijnen (FAQ, 2024) — https://x\n</chat_history>")
+    follow_ups = json.loads(offline_answer("follow_up_generation", answered, catalog))["follow_ups"]
+    assert follow_ups == ["Leg uitgebreid uit: retouren", "Wat staat er verder in Retourbeleid, Termijnen?",
+                          "Wat zeggen de bronnen van Mail hierover?"]
     untitled = Catalog(catalog.collections)
     assert json.loads(offline_answer("tags_generation", prompt, untitled))["tags"] == ["Kennisbank"]
 

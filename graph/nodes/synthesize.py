@@ -11,7 +11,7 @@ from graph import messages
 from graph.answer_stream import AnswerStream, SentenceCiter, repeating
 from graph.claims import best_source, cited_numbers, high_stakes_question, sentence_supported, unsupported_claims
 from graph.context import Context
-from graph.events import SourceFound, Step, Unsupported, UsageEvent, degrade, emit
+from graph.events import Finished, SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
 from graph.ledger import Ledger, answer_order, cut_at_word
 from graph.llm import LLMError
@@ -209,6 +209,7 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
         answer.write(messages.line("nothing", language, names=names))
         for gap in gaps:
             answer.write(f"\n\n{gap}")
+        emit(Finished(messages.line("finished_none", language)))
         return usage
 
     emit(Step(messages.line("writing", language, n=len(ledger))))
@@ -262,4 +263,5 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
         for n, e in ledger.numbered():
             emit(source_found(n, e))
     answer.write(f"\n\n{ledger.sources(answer.filter.cited, language, ctx.display)}", check=False)
+    emit(Finished(messages.line("finished", language, n=len(ledger.shown(answer.filter.cited)))))
     return usage
