@@ -101,7 +101,8 @@ def test_container_runs_as_non_root() -> None:
     assert "privileged" not in compose
 
 
-def test_compose_file_validates() -> None:
+@pytest.mark.parametrize("profile", ["", "webui", "cache", "llm"])
+def test_compose_file_validates(profile: str) -> None:
     import subprocess
 
     for command in (["docker", "compose"], ["docker-compose"]):
@@ -110,8 +111,41 @@ def test_compose_file_validates() -> None:
         probe = subprocess.run([*command, "version"], capture_output=True, text=True)
         if probe.returncode != 0:
             continue
-        result = subprocess.run([*command, "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],
+        selected = ["--profile", profile] if profile else []
+        result = subprocess.run([*command, "-f", str(ROOT / "docker-compose.yml"), *selected, "config", "-q"],
                                 capture_output=True, text=True, cwd=ROOT)
         assert result.returncode == 0, result.stderr
         return
     pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+
+
+def _compose() -> dict:
+    import yaml
+
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text("utf-8"))
+
+
+def test_every_setting_reaches_the_container() -> None:
+    """Each key of .env.example is passed to the agent with the same default; a commented (optional) one too,
+    empty unless set. Paths and addresses differ inside the container by design."""
+    example: dict[str, str | None] = {}  # None: commented out, an optional setting
+    for line in (ROOT / ".env.example").read_text("utf-8").splitlines():
+        if match := re.match(r"^(#?)\s*([A-Z][A-Z0-9_]+)=(.*)$", line):
+            example[match.group(2)] = None if match.group(1) else match.group(3).strip()
+    environment = _compose()["services"]["neo-nl-agent"]["environment"]
+    assert set(example) - set(environment) == set(), "settings the container never sees"
+    assert (environment["HOST"], environment["PORT"]) == ("0.0.0.0", "8000")  # the container's own address
+    own = {"MCP_SERVER_URL", "COLLECTIONS_FILE", "PROMPTS_DIR", "LANGSMITH_TRACING", "LANGSMITH_PROJECT"}
+    for key, default in example.items():
+        if key in ("HOST", "PORT"):
+            continue
+        value = str(environment[key])
+        assert value.startswith(f"${{{key}:-"), (key, value)  # the shell or .env decides
+        if key not in own:
+            assert value == f"${{{key}:-{default or ''}}}", (key, value, default)
+
+
+def test_only_loopback_ports_are_published() -> None:
+    for name, service in _compose()["services"].items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
