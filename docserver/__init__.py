@@ -3,7 +3,8 @@ plus documents ingested into a persisted index (``python -m docserver ingest``).
 
 from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, load_collections, load_corpus
 from .index import Hit, Index
-from .store import DocumentStore, load_documents, resolve_index_path
+from .live import LiveIndex
+from .store import DocumentStore, default_index_path, load_documents, resolve_index_path
 
 __all__ = [
     "BUNDLED_CORPUS",
@@ -13,6 +14,8 @@ __all__ = [
     "DocumentStore",
     "Hit",
     "Index",
+    "LiveIndex",
+    "default_index_path",
     "load_collections",
     "load_corpus",
     "load_documents",

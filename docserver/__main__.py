@@ -12,7 +12,10 @@ from collections.abc import Sequence
 from .corpus import BUNDLED_CORPUS
 from .store import INDEX_ENV, resolve_index_path
 
-INDEX_HELP = f"persisted index file (default: %(default)s, from ${INDEX_ENV} or the user cache folder)"
+INDEX_HELP = (
+    f"persisted index file (default: %(default)s, from ${INDEX_ENV}, else data/ in the source checkout, "
+    "else the user cache folder); a running server picks up documents ingested into it within about a second"
+)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -22,7 +22,9 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import accumulate
 
-from textkit import STOPWORDS, stems
+from textkit import STOPWORDS
+
+from .stemming import stems
 
 __all__ = ["LINKERS", "MIN_PART", "Decompounder"]
 

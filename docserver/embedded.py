@@ -5,21 +5,96 @@ Used by the main service when no external MCP server is configured::
     docserver = await serve_in_background()
     ...  # connect an MCP client to docserver.url
     await docserver.stop()
+
+Its log lines say they are its own: whatever it logs (uvicorn's startup and shutdown lines, the index it
+loaded, MCP warnings) is named ``docserver.embedded`` and written by the host's root handlers in the host's
+format, not by the ``INFO:     ...`` handler uvicorn gives the host's own server.
 """
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
 
 from .server import KEEPALIVE_S, MCP_PATH, create_app
 
-__all__ = ["EmbeddedServer", "serve_in_background"]
+__all__ = ["LOGGER", "EmbeddedServer", "serve_in_background"]
+
+LOGGER = "docserver.embedded"
+# set in the context an embedded server runs in; every task and callback it starts inherits it, so its records
+# are told apart from the host's (the host's MCP client included) by the context they are made in
+_in_server: contextvars.ContextVar[bool] = contextvars.ContextVar("docserver_embedded", default=False)
+# uvicorn's loggers: a host run by uvicorn gives them a handler of their own (`INFO:     ...`, no logger name)
+_UVICORN_LOGGERS = ("uvicorn.error", "uvicorn.access", "uvicorn.asgi")
+_installed = False
+
+
+class _ToOwnLogger(logging.Filter):
+    """On uvicorn's loggers: a record made inside an embedded server goes to ``LOGGER``'s handlers (the host's
+    root handlers, the host's format) instead of uvicorn's. Its requests (uvicorn logs them whenever the host
+    has an access log) only at DEBUG: the host's MCP client makes several per question."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != LOGGER:  # the host's own record
+            return True
+        if getattr(record, "origin", "") == "uvicorn.access":
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        own = logging.getLogger(LOGGER)
+        if own.isEnabledFor(record.levelno):
+            own.handle(record)
+        return False
+
+
+_TO_OWN_LOGGER = _ToOwnLogger()
+
+
+def _install() -> None:
+    """Once per process: records made inside an embedded server are named ``LOGGER``, whatever logger made
+    them (uvicorn, MCP, the index), and uvicorn's are handed to ``LOGGER``."""
+    global _installed
+    if _installed:
+        return
+    make_record = logging.getLogRecordFactory()
+
+    def own_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        if _in_server.get():
+            record.origin = record.name  # e.g. uvicorn.error, for a custom format
+            record.name = LOGGER
+        return record
+
+    logging.setLogRecordFactory(own_record)
+    for name in _UVICORN_LOGGERS:
+        logging.getLogger(name).addFilter(_TO_OWN_LOGGER)
+    _installed = True
+
+
+def _server_context() -> contextvars.Context:
+    """The context a new embedded server is built and run in."""
+    _install()
+    context = contextvars.copy_context()
+    context.run(_in_server.set, True)
+    return context
+
+
+@contextlib.contextmanager
+def _keep_access_log() -> Iterator[None]:
+    """``uvicorn.Config(access_log=False)`` empties the process-wide ``uvicorn.access`` logger, which would
+    silence the host's own access log (this server's requests are demoted by ``_OwnLogs`` instead)."""
+    access = logging.getLogger("uvicorn.access")
+    handlers, propagate = list(access.handlers), access.propagate
+    try:
+        yield
+    finally:
+        access.handlers, access.propagate = handlers, propagate
 
 
 class _QuietServer(uvicorn.Server):
@@ -84,12 +159,18 @@ async def serve_in_background(
 
     The socket is bound here, so ``port=0`` picks a free port that is known
     before uvicorn starts.  uvicorn installs no signal handlers and no logging
-    configuration.  ``app`` replaces the default ``create_app(...)``, which
+    configuration; the server's log records go to ``LOGGER``.  ``app`` replaces the default ``create_app(...)``, which
     serves ``corpus_dir`` plus the persisted index at ``index_path`` (see ``store.py``).
     """
-    if app is None:
-        app = create_app(
-            corpus_dir, read_document=read_document, host=host, allowed_hosts=allowed_hosts, index_path=index_path
+    context = _server_context()
+    if app is None:  # built in the server's context: the index it loads is logged as the server's
+        app = context.run(
+            create_app,
+            corpus_dir,
+            read_document=read_document,
+            host=host,
+            allowed_hosts=allowed_hosts,
+            index_path=index_path,
         )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -100,16 +181,17 @@ async def serve_in_background(
         sock.close()
         raise
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=2,
-        timeout_keep_alive=KEEPALIVE_S,
-    )
+    with _keep_access_log():
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+            timeout_keep_alive=KEEPALIVE_S,
+        )
     server = _QuietServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"docserver:{bound_port}")
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"docserver:{bound_port}", context=context)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + startup_timeout
     while not server.started:

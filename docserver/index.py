@@ -25,11 +25,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from textkit import analyze, stems, tokenize
+from textkit import tokenize
 
 from .compounds import Decompounder
 from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, load_collections, load_corpus
-from .store import load_documents, resolve_index_path
+from .stemming import analyze, stems
+from .store import IndexVersion, load_snapshot, resolve_index_path
 
 __all__ = ["HEADER_BOOST", "PART_WEIGHT", "Hit", "Index"]
 
@@ -136,6 +137,8 @@ class Index:
         decompound: bool = True,
     ) -> None:
         self._collections = {c.name: c for c in collections}
+        # The version of the index file the documents were read from (``Index.load``); None: no file.
+        self.source_version: IndexVersion | None = None
         self._documents: dict[str, dict[str, Document]] = {name: {} for name in self._collections}
         for doc in sorted(documents, key=lambda d: (d.collection, d.doc_id)):
             if doc.collection not in self._collections:
@@ -176,21 +179,24 @@ class Index:
     def load(cls, corpus_dir: Path | str | None = None, *, index_path: Path | str | None = None) -> "Index":
         """The corpus directory (default: the bundled corpus) plus every document of the persisted index.
 
-        ``index_path`` defaults to ``$DOCSERVER_INDEX`` or the per-user cache (see ``store.py``); a
-        missing file means nothing was ingested.  An ingested document replaces a corpus document
-        with the same collection and doc_id.
+        ``index_path`` defaults to ``$DOCSERVER_INDEX`` or the checkout's ``data/`` folder (see
+        ``store.py``); a missing file means nothing was ingested.  An ingested document replaces a
+        corpus document with the same collection and doc_id.  ``source_version`` records which
+        version of the file was read, so a server can tell when to load again (``live.py``).
         """
         root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
         documents = {(d.collection, d.doc_id): d for d in load_corpus(root)}
         path = resolve_index_path(index_path)
-        persisted = load_documents(path)
+        version, persisted = load_snapshot(path)
         for doc in persisted:
             if (doc.collection, doc.doc_id) in documents:
                 logger.warning("ingested %s/%s replaces the corpus document", doc.collection, doc.doc_id)
             documents[(doc.collection, doc.doc_id)] = doc
         if persisted:
             logger.info("%d ingested documents from %s", len(persisted), path)
-        return cls(documents.values(), load_collections(root))
+        index = cls(documents.values(), load_collections(root))
+        index.source_version = version
+        return index
 
     @property
     def collections(self) -> list[Collection]:

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse
 
 from .corpus import Chunk, Document
 from .index import Hit, Index
+from .live import LiveIndex
 
 try:  # mcp >= 2
     from mcp.server.mcpserver import MCPServer as SDKServer
@@ -171,8 +172,15 @@ def _keep_root_logging() -> Iterator[None]:
         root.handlers[:] = handlers
 
 
-def build_server(index: Index, *, read_document: bool = True, name: str = "neo-nl-docserver") -> SDKServer:
-    """An MCP server exposing ``index`` through the genai-utils tool contract."""
+def build_server(
+    index: Index | LiveIndex, *, read_document: bool = True, name: str = "neo-nl-docserver"
+) -> SDKServer:
+    """An MCP server exposing ``index`` through the genai-utils tool contract.
+
+    Every tool call (and ``/health``) answers from ``live.current()``: a ``LiveIndex`` reloads when
+    its index file changes; a plain ``Index`` is served as it is.
+    """
+    live = index if isinstance(index, LiveIndex) else LiveIndex(index)
     with _keep_root_logging():
         server = SDKServer(name, instructions=INSTRUCTIONS + (READ_INSTRUCTIONS if read_document else ""))
 
@@ -184,22 +192,24 @@ def build_server(index: Index, *, read_document: bool = True, name: str = "neo-n
     async def list_documents(query: str) -> CallToolResult:
         """List documents whose title matches the query (keywords), per collection, at most 5 each.
         Use "*" or an empty query to list documents. Returns titles, doc IDs and years only."""
-        return CallToolResult(content=[_text(format_document_list(index, query))])
+        return CallToolResult(content=[_text(format_document_list(await live.current(), query))])
 
     @server.tool(name="search_collection")
     async def search_collection(query: str, collection: str) -> CallToolResult:
         """Search one collection for passages relevant to the query. Returns up to 10 passages
         and a JSON resource (neo-nl://sources) with citation metadata for each passage."""
+        index = await live.current()
         if index.collection(collection) is None:
             return _unknown_collection(index, collection)
         hits = index.search(query, collection, limit=SEARCH_LIMIT)
         return CallToolResult(content=[*(_text(chunk_text(h.chunk)) for h in hits), _sources_resource(hits)])
 
     if read_document:
-        _add_read_document(server, index)
+        _add_read_document(server, live)
 
     @server.custom_route("/health", methods=["GET"])
     async def health(request: Request) -> JSONResponse:
+        index = await live.current()
         return JSONResponse(
             {
                 "status": "ok",
@@ -212,11 +222,12 @@ def build_server(index: Index, *, read_document: bool = True, name: str = "neo-n
     return server
 
 
-def _add_read_document(server: SDKServer, index: Index) -> None:
+def _add_read_document(server: SDKServer, live: LiveIndex) -> None:
     @server.tool(name="read_document")
     async def read_document(doc_id: str, collection: str, query: str | None = None) -> CallToolResult:
         """Read a document by doc ID. With a query, only the most relevant sections are
         returned (plus a neo-nl://sources resource describing them)."""
+        index = await live.current()
         if index.collection(collection) is None:
             return _unknown_collection(index, collection)
         document = index.document(collection, doc_id)
@@ -284,17 +295,18 @@ def create_app(
 ) -> Starlette:
     """ASGI app: MCP streamable HTTP at ``/mcp`` and ``GET /health``.
 
-    The index is built once, here, from ``corpus_dir`` (default: the bundled corpus) plus the
-    documents ingested into ``index_path`` (default: ``$DOCSERVER_INDEX`` or the per-user cache,
-    see ``store.py``).  Pass ``index`` to reuse one already built.
+    The index is built here from ``corpus_dir`` (default: the bundled corpus) plus the documents
+    ingested into ``index_path`` (default: ``$DOCSERVER_INDEX`` or the checkout's ``data/`` folder,
+    see ``store.py``), and rebuilt while serving when another process ingests into that file (see
+    ``live.py``).  Pass ``index`` to serve one already built, as it is.
     """
-    if index is None:
-        index = Index.load(corpus_dir, index_path=index_path)
+    live = LiveIndex(index) if index is not None else LiveIndex.load(corpus_dir, index_path=index_path)
     logger.info(
-        "%d documents, %d chunks in collections %s",
-        len(index.documents()),
-        index.chunk_count,
-        ", ".join(c.name for c in index.collections),
+        "%d documents, %d chunks in collections %s%s",
+        len(live.index.documents()),
+        live.index.chunk_count,
+        ", ".join(c.name for c in live.index.collections),
+        f"; watching {live.path}" if live.path is not None else "",
     )
-    server = build_server(index, read_document=read_document)
+    server = build_server(live, read_document=read_document)
     return _streamable_http_app(server, transport_security(host, allowed_hosts))

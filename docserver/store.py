@@ -1,13 +1,26 @@
 """The persisted index: ingested documents and their chunks in one SQLite file.
 
-Where: ``--index PATH``, else ``$DOCSERVER_INDEX``, else
-``$XDG_CACHE_HOME/neo-nl/docserver.sqlite3`` (``~/.cache/neo-nl/...``).
+Where: ``--index PATH``, else ``$DOCSERVER_INDEX``, else a default that depends on how the package
+is installed:
+
+* in a source checkout (the ``docserver`` package directory has the project's ``pyproject.toml``
+  beside it, as with ``pip install -e .`` or running from the repository): ``<checkout>/data/docserver.sqlite3``,
+  so every checkout of the project has its own index (``data/`` is git-ignored);
+* installed into site-packages (``pip install .``, no ``pyproject.toml`` beside the package):
+  ``$XDG_CACHE_HOME/neo-nl/docserver.sqlite3`` (``~/.cache/neo-nl/...``), since site-packages is no
+  place for data.  (The Docker image installs the package but also keeps the sources in its working
+  directory, which ``python -m`` imports first; docker-compose sets ``DOCSERVER_INDEX`` to a volume.)
 
 Only parsed documents and chunks are stored; the BM25 statistics are rebuilt
-in memory at start-up (they depend on the whole corpus, including the
-bundled one, and take well under a second), so a restart re-reads this file
-but never re-parses a source file.  Documents are keyed by
+in memory at start-up and whenever a running server sees the file change (they
+depend on the whole corpus, including the bundled one, and take well under a
+second), so a restart re-reads this file but never re-parses a source file.  Documents are keyed by
 (collection, doc_id): saving a document again replaces all its chunks.
+
+Every save also bumps a generation counter (table ``meta``) in the same transaction, so a running
+server can tell cheaply that another process changed the file (``index_version``, ``live.py``).
+The table was added without a schema version change: files written before it work as generation 0,
+and code from before it reads (and writes) files that have it.
 """
 
 import json
@@ -15,13 +28,27 @@ import os
 import sqlite3
 from collections.abc import Iterable
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 from .corpus import Chunk, Document
 
-__all__ = ["INDEX_ENV", "DocumentStore", "load_documents", "resolve_index_path"]
+__all__ = [
+    "INDEX_ENV",
+    "DocumentStore",
+    "IndexSchemaError",
+    "IndexVersion",
+    "default_index_path",
+    "index_version",
+    "load_documents",
+    "load_snapshot",
+    "resolve_index_path",
+]
 
 INDEX_ENV = "DOCSERVER_INDEX"
+INDEX_FILE = "docserver.sqlite3"
+PACKAGE_DIR = Path(__file__).resolve().parent
 SCHEMA_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -48,23 +75,59 @@ CREATE TABLE IF NOT EXISTS chunks (
     PRIMARY KEY (collection, doc_id, chunk_index),
     FOREIGN KEY (collection, doc_id) REFERENCES documents (collection, doc_id) ON DELETE CASCADE
 );
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value INTEGER NOT NULL  -- 'generation': bumped by every save
+);
 """
+_BUMP_GENERATION = (
+    "INSERT INTO meta (key, value) VALUES ('generation', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1"
+)
+
+
+def default_index_path(package_dir: Path = PACKAGE_DIR) -> Path:
+    """``<checkout>/data/docserver.sqlite3`` when ``package_dir`` sits in a source checkout (``pyproject.toml``
+    beside it), else the per-user cache location (an installed package: see the module docstring)."""
+    root = package_dir.parent
+    if (root / "pyproject.toml").is_file():
+        return root / "data" / INDEX_FILE
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "neo-nl" / INDEX_FILE
 
 
 def resolve_index_path(index_path: Path | str | None = None) -> Path:
-    """``index_path``, else ``$DOCSERVER_INDEX``, else the per-user cache location."""
+    """``index_path``, else ``$DOCSERVER_INDEX``, else ``default_index_path()``."""
     if index_path is not None and str(index_path):
         return Path(index_path).expanduser()
     if os.environ.get(INDEX_ENV):
         return Path(os.environ[INDEX_ENV]).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "neo-nl" / "docserver.sqlite3"
+    return default_index_path()
+
+
+@dataclass(frozen=True, slots=True)
+class IndexVersion:
+    """What changes whenever the documents in an index file change.
+
+    The generation alone would miss a writer from before the ``meta`` table and a file deleted and
+    written anew (its count starts again at 1); the file's identity, size and mtime alone would miss
+    two saves within one tick of a coarse file-system clock.  Together they miss neither.
+    """
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    generation: int
+
+
+class IndexSchemaError(RuntimeError):
+    """The index file was written with another schema version."""
 
 
 def _check_version(connection: sqlite3.Connection, path: Path) -> None:
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, SCHEMA_VERSION):
-        raise RuntimeError(
+        raise IndexSchemaError(
             f"{path}: index schema version {version}, expected {SCHEMA_VERSION}; delete it and re-ingest"
         )
 
@@ -96,14 +159,66 @@ def _read(connection: sqlite3.Connection) -> list[Document]:
     ]
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+
+
+def _generation(connection: sqlite3.Connection) -> int:
+    """The save counter; 0 for a file written before the ``meta`` table existed."""
+    has_meta = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    if has_meta is None:
+        return 0
+    row = connection.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """The file's stat, or None when there is no index file (nothing ingested yet)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat if S_ISREG(stat.st_mode) else None
+
+
+def _version(stat: os.stat_result, generation: int) -> IndexVersion:
+    return IndexVersion(stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, generation)
+
+
+def index_version(index_path: Path | str | None = None) -> IndexVersion | None:
+    """The current version of the index file, or ``None`` when it does not exist: a stat and one tiny
+    query, cheap enough to ask every second (it may wait briefly while a writer commits)."""
+    path = resolve_index_path(index_path)
+    stat = _stat(path)
+    if stat is None:
+        return None
+    with closing(_connect_read_only(path)) as connection:
+        return _version(stat, _generation(connection))
+
+
+def load_snapshot(index_path: Path | str | None = None) -> tuple[IndexVersion | None, list[Document]]:
+    """Every stored document and the version they are of: ``(None, [])`` when the file does not exist
+    (it is never created here).
+
+    The file is stat-ed before the documents and the generation are read, in one read transaction:
+    a save that lands in between makes the version look older than the documents, which costs at
+    most one needless reload, never a missed one.
+    """
+    path = resolve_index_path(index_path)
+    stat = _stat(path)
+    if stat is None:
+        return None, []
+    with closing(_connect_read_only(path)) as connection:
+        _check_version(connection, path)
+        connection.execute("BEGIN")  # one snapshot for the generation and the documents
+        generation, documents = _generation(connection), _read(connection)
+        connection.rollback()
+    return _version(stat, generation), documents
+
+
 def load_documents(index_path: Path | str | None = None) -> list[Document]:
     """Every stored document, or ``[]`` when the index file does not exist (it is never created here)."""
-    path = resolve_index_path(index_path)
-    if not path.is_file():
-        return []
-    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as connection:
-        _check_version(connection, path)
-        return _read(connection)
+    return load_snapshot(index_path)[1]
 
 
 class DocumentStore:
@@ -120,8 +235,10 @@ class DocumentStore:
         self._db.commit()
 
     def save(self, documents: Iterable[tuple[Document, str | None]]) -> None:
-        """Store ``(document, source file)`` pairs in one transaction, replacing earlier versions."""
+        """Store ``(document, source file)`` pairs in one transaction, replacing earlier versions, and
+        bump the generation in the same transaction (running servers reload on it, see ``live.py``)."""
         with self._db as db:  # commits, or rolls back on an exception
+            db.execute(_BUMP_GENERATION)
             for doc, source in documents:
                 db.execute("DELETE FROM documents WHERE collection = ? AND doc_id = ?", (doc.collection, doc.doc_id))
                 db.execute(
@@ -146,6 +263,10 @@ class DocumentStore:
 
     def documents(self) -> list[Document]:
         return _read(self._db)
+
+    def generation(self) -> int:
+        """How many saves this file has seen since the generation counter was added."""
+        return _generation(self._db)
 
     def close(self) -> None:
         self._db.close()

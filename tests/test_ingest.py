@@ -219,8 +219,7 @@ def test_index_path_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     monkeypatch.setenv("DOCSERVER_INDEX", str(tmp_path / "env.sqlite3"))
     assert resolve_index_path() == tmp_path / "env.sqlite3"
     monkeypatch.delenv("DOCSERVER_INDEX")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    assert resolve_index_path() == tmp_path / "cache" / "neo-nl" / "docserver.sqlite3"
+    assert resolve_index_path() == ROOT / "data" / "docserver.sqlite3"  # this checkout's own (more in test_docserver_reload)
     assert load_documents(tmp_path / "nothing.sqlite3") == [] and not (tmp_path / "nothing.sqlite3").exists()
 
 
