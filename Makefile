@@ -1,9 +1,12 @@
 # Two commands: `make run` and `make test`. Both create .venv with pip when it is missing.
+# Reports: `make bench` / `make eval` (and eval-llm) write into build/reports/ (git-ignored); the *-write targets
+# refresh the tracked copies in docs/. `make bench-smoke` checks the benchmark harness in about a minute.
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+REPORTS := build/reports
 
 # The real local model (scripts/local-llm.sh: llama.cpp + Qwen2.5-Coder-1.5B-Instruct from PyPI, in .venv-llm)
 LLM_PORT  ?= 8080
@@ -14,7 +17,8 @@ RUN_ENV := LLM_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 LLM_MODEL=$(LLM_ALIAS) L
            REQUEST_TIMEOUT_S=600
 endif
 
-.PHONY: run test test-llm llm llm-install eval eval-llm bench install install-test graph clean
+.PHONY: run test test-llm llm llm-install eval eval-write eval-llm eval-llm-write bench bench-smoke bench-write \
+        install install-test graph clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -55,24 +59,44 @@ $(VENV)/.installed-eval: $(VENV)/.installed
 	$(PY) -m pip install -q -e '.[eval]'
 	@touch $@
 
-# Gold set (tuning/test halves), law texts and HotpotQA (offline, beside BM25) into docs/EVAL.md; EVAL_ARGS e.g.
-# "--skip-hotpot", or "--hotpot-only --split tune" (prints metrics, writes nothing). `make eval LLM=local` adds
-# the LLM-mode report (docs/EVAL-LLM.md) against `make llm`
+# Gold set (tuning/test halves), law texts and HotpotQA (offline, beside BM25) into $(REPORTS)/EVAL.md and
+# eval.png; `make eval-write` into docs/ instead. EVAL_ARGS e.g. "--skip-hotpot", "--limit 8" (a smoke run, not
+# for docs/), or "--hotpot-only --split tune" (prints metrics, writes nothing). `make eval LLM=local` (or
+# `make eval-write LLM=local`) adds the LLM-mode report (EVAL-LLM.md) against `make llm`
 eval: $(VENV)/.installed-eval
 	$(PY) -m eval.run $(EVAL_ARGS)
 ifeq ($(LLM),local)
 	$(MAKE) eval-llm
 endif
 
-# LLM mode beside offline mode on a fixed subset (gold set + HotpotQA), against `make llm` on LLM_PORT
-eval-llm: $(VENV)/.installed-eval
-	LLM_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 LLM_MODEL=$(LLM_ALIAS) LLM_TIMEOUT_S=300 LLM_MAX_RETRIES=0 \
-	  $(PY) -m eval.llm $(EVAL_ARGS)
+eval-write: $(VENV)/.installed-eval
+	$(PY) -m eval.run --write $(EVAL_ARGS)
+ifeq ($(LLM),local)
+	$(MAKE) eval-llm-write
+endif
 
-# Latency, overhead, parallelism, load and caches against a fake upstream: writes docs/BENCHMARKS.md and
-# docs/bench/*.png (matplotlib comes with the eval extra). BENCH_ARGS="--smoke" for a quick check.
+# LLM mode beside offline mode on a fixed subset (gold set + HotpotQA), against `make llm` on LLM_PORT, into
+# $(REPORTS)/EVAL-LLM.md; `make eval-llm-write` into docs/EVAL-LLM.md
+EVAL_LLM := LLM_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 LLM_MODEL=$(LLM_ALIAS) LLM_TIMEOUT_S=300 LLM_MAX_RETRIES=0 \
+            $(PY) -m eval.llm
+eval-llm: $(VENV)/.installed-eval
+	$(EVAL_LLM) --out $(REPORTS) $(EVAL_ARGS)
+
+eval-llm-write: $(VENV)/.installed-eval
+	$(EVAL_LLM) --out docs $(EVAL_ARGS)
+
+# Latency, overhead, parallelism, load and caches against a fake upstream: writes $(REPORTS)/BENCHMARKS.md and
+# $(REPORTS)/bench/*.png (matplotlib comes with the eval extra); `make bench-write` refreshes docs/BENCHMARKS.md
+# and docs/bench/*.png (a full run). BENCH_ARGS e.g. "--only relay,latency" or "--runs 10".
 bench: $(VENV)/.installed-eval
 	$(PY) -m bench $(BENCH_ARGS)
+
+bench-write: $(VENV)/.installed-eval
+	$(PY) -m bench --write $(BENCH_ARGS)
+
+# The smoke run: every section with tiny sizes and a 10x faster fake upstream, to check the harness end to end
+bench-smoke: $(VENV)/.installed-eval
+	$(PY) -m bench --smoke $(BENCH_ARGS)
 
 graph: install
 	$(PY) -m app graph

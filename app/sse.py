@@ -101,14 +101,14 @@ class ChunkRenderer:
                         "event": {
                             "type": "source",
                             "data": {
-                                "source": {"name": f"[{event.number}] {event.title}", "id": event.evidence_id, "url": event.url},
+                                # the title alone: Open WebUI numbers its sources panel itself, and its `[n]`
+                                # chips show the name (a "[n] " prefix read "1 [1] Title" in the panel)
+                                "source": {"name": event.title, "id": event.evidence_id, "url": event.url},
                                 "document": [neutralize(event.snippet)],
                                 # Open WebUI numbers citations by distinct `metadata.source`: it must be unique per
-                                # ledger entry (several entries can share a URL), so `[n]` opens the n-th source.
-                                "metadata": [
-                                    {"source": event.evidence_id, "name": f"[{event.number}] {event.title}",
-                                     "url": event.url}
-                                ],
+                                # ledger entry (several entries can share a URL), so `[n]` opens the n-th source;
+                                # the events come in the answer's numbering (`SourceFound.number`, first cited first)
+                                "metadata": [{"source": event.evidence_id, "name": event.title, "url": event.url}],
                             },
                         }
                     }

@@ -32,8 +32,8 @@ _KINDS = [  # (task, pattern in the template) — first match wins
 _HISTORY = re.compile(r"<chat_history>(.*?)</chat_history>", re.S | re.I)
 _USER_LINE = re.compile(r"^\s*USER:\s*(.+)$", re.M)
 _ANSWER = re.compile(r"^\s*ASSISTANT:(.*?)(?=^\s*USER:|\Z)", re.M | re.S)
-# a line of the sources list the service appends ("[2] Title, Section (ANVS, 2016) — url"): title and section
-_SOURCE_TITLE = re.compile(r"^\[\d+\]\s+(.+?)(?: \(| — |$)", re.M)
+# a line of the sources list the service appends ("2. Title, Section (ANVS, 2016) — url"): title and section
+_SOURCE_TITLE = re.compile(r"^\d+\.\s+(.+?)(?: \(| — |$)", re.M)
 TITLE_CHARS = 60  # Open WebUI shows about this much of a chat title in its sidebar
 
 

@@ -1,9 +1,10 @@
 """`python -m bench [--runs 30] [--levels 1,10,50,100,200] [--workers 2] [--smoke] [--only relay,latency]
-[--out docs/BENCHMARKS.md]`
+[--write | --out PATH]`
 
 Runs the service against the fake upstream (300 ms to the first token, 10 ms per token) and the reference
-document server, then writes the report (default docs/BENCHMARKS.md) and its plots (bench/*.png next to it). A
-benchmark, not a test: nothing here fails on a slow number; the report marks each target ✅ or ❌.
+document server, then writes the report and its plots (bench/*.png next to it): into build/reports/ (git-ignored)
+by default, into docs/BENCHMARKS.md, the tracked report, only with --write. A benchmark, not a test: nothing here
+fails on a slow number; the report marks each target ✅ or ❌.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from bench.harness import (
 )
 from bench.report import write_report
 
+BUILD_REPORT = ROOT / "build" / "reports" / "BENCHMARKS.md"  # git-ignored: what a run writes unless asked
+DOCS_REPORT = ROOT / "docs" / "BENCHMARKS.md"  # the tracked report: only with --write
+
 
 def _parts(value: str) -> list[str]:
     names = [name.strip() for name in value.split(",") if name.strip()]
@@ -59,9 +63,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="also sweep a service with this many worker processes; 1 = skip (default: %(default)s)")
     parser.add_argument("--only", type=_parts, default=list(PARTS), metavar="PART[,PART...]",
                         help="run only these parts (below), e.g. relay,latency for a quick before/after pair")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md",
-                        help="the report; its plots go to bench/ in the same folder (default: docs/BENCHMARKS.md)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--write", action="store_true",
+                       help=f"refresh the tracked report, {DOCS_REPORT.relative_to(ROOT)} (a full run: not with "
+                       "--smoke or --only)")
+    where.add_argument("--out", type=Path, default=BUILD_REPORT,
+                       help="the report; its plots go to bench/ in the same folder "
+                       f"(default: {BUILD_REPORT.relative_to(ROOT)}, git-ignored)")
     args = parser.parse_args(argv)
+    if args.write:
+        if args.smoke or args.only != list(PARTS):
+            parser.error(f"--write refreshes {DOCS_REPORT.relative_to(ROOT)} with a full run: drop --smoke / --only")
+        args.out = DOCS_REPORT
     args.levels = [int(x) for x in args.levels.split(",") if x.strip()]
     if args.smoke:
         args.runs, args.levels = min(args.runs, 2), [1, 5]

@@ -10,8 +10,8 @@ from graph.models import Evidence
 
 _SOURCES_HEADING = re.compile(r"\n\*\*(?:Bronnen|Sources)\*\*")
 MARKER = re.compile(r"\[(\s*\d+\s*(?:[,;]\s*\d+\s*)*)\]")  # [3], [1, 2]
-_SOURCE_LINE = re.compile(r"^\[(\d+)\]\s*(.+)$", re.MULTILINE)
-_TITLE_END = re.compile(r",| \(| —|$")  # where a title can end in a sources line: "[n] Title, Section (...) — url"
+_SOURCE_LINE = re.compile(r"^(\d+)\.\s+(.+)$", re.MULTILINE)  # `Ledger.sources`: "1. Title, Section (…) — url"
+_TITLE_END = re.compile(r",| \(| —|$")  # where a title can end in a sources line: "n. Title, Section (...) — url"
 
 
 def body_of(answer: str) -> str:
@@ -31,7 +31,7 @@ def cited_numbers(body: str) -> set[int]:
 
 
 def source_titles(answer: str, known: Collection[str]) -> dict[int, str]:
-    """Number -> document title, read from the rendered sources list (`[n] Title, Section (...) — url`): the
+    """Number -> document title, read from the rendered sources list (`n. Title, Section (...) — url`): the
     longest title in `known` that the line opens with, ending at a comma, " (", " —" or the end of the line."""
     parts = _SOURCES_HEADING.split(answer, maxsplit=1)
     if len(parts) < 2:

@@ -479,7 +479,7 @@ def model_names(settings: Settings) -> str:
 async def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(prog="python -m eval.llm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--gold-n", type=int, default=30, help="gold questions (default 30)")
-    parser.add_argument("--hotpot-n", type=int, default=30, help="HotpotQA questions (default 30; 0 = none)")
+    parser.add_argument("--hotpot-n", type=int, default=60, help="HotpotQA questions (default 60; 0 = none)")
     parser.add_argument("--hotpot", type=Path, default=hotpot.HOTPOT_FILE, help="the HotpotQA file "
                         "(default: $NEO_SHARED_DIR/eval/hotpotqa/dev_distractor_492.jsonl, NEO_SHARED_DIR=../shared)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs")

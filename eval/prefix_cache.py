@@ -4,8 +4,9 @@ The prompts put their fixed instructions first and the question and evidence las
 the computed prefix of earlier prompts (vLLM's automatic prefix caching, llama.cpp's prompt cache) reads only
 the new part. This runs the same gold questions in LLM mode, one at a time, against the configured upstream and
 adds one row (seconds per question, prompt tokens per question as the upstream counts them) to
-docs/PREFIX-CACHE.md. Run it once against a server without a prompt cache and once with one (for the local
-model: `scripts/local-llm.sh serve` and the same with `LOCAL_LLM_CACHE=1`), labelled with `--label`;
+build/reports/PREFIX-CACHE.md (git-ignored), or with --write to docs/PREFIX-CACHE.md. Run it once against a
+server without a prompt cache and once with one (for the local model: `scripts/local-llm.sh serve` and the same
+with `LOCAL_LLM_CACHE=1`), labelled with `--label`;
 llama.cpp's log line "prefix-match hit, remaining N prompt tokens to eval" shows what each call really read.
 """
 
@@ -23,13 +24,22 @@ from docserver.embedded import serve_in_background
 from eval.llm import gold_questions, run_set
 from graph.collections import load_catalog
 
+BUILD_REPORT = ROOT / "build" / "reports" / "PREFIX-CACHE.md"  # git-ignored: where a row goes unless asked
+DOCS_REPORT = ROOT / "docs" / "PREFIX-CACHE.md"  # the tracked table: only with --write
+
 
 async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m eval.prefix_cache", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=8, help="answerable gold questions (default 8)")
     parser.add_argument("--label", required=True, help="what the upstream was, e.g. \"llama.cpp, no RAM cache\"")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "PREFIX-CACHE.md")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--write", action="store_true",
+                       help=f"add the row to the tracked table, {DOCS_REPORT.relative_to(ROOT)}")
+    where.add_argument("--out", type=Path, default=BUILD_REPORT,
+                       help=f"the table to add the row to (default: {BUILD_REPORT.relative_to(ROOT)}, git-ignored)")
     args = parser.parse_args(argv)
+    if args.write:
+        args.out = DOCS_REPORT
     settings = Settings()
     if settings.offline:
         raise SystemExit("set LLM_BASE_URL (and LLM_MODEL) to the upstream to measure")
@@ -45,12 +55,14 @@ async def main(argv: list[str] | None = None) -> None:
     row = (f"| {args.label} | {len(seconds)} | {statistics.median(seconds):.1f} | {sum(seconds):.1f} | "
            f"{statistics.fmean(tokens):.0f} | {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} |")
     if not args.out.is_file():
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("# Prefix caching of the pipeline's prompts\n\n" + (__doc__ or "").strip() + "\n\n"
                             "| upstream | questions | median s / question | total s | prompt tokens / question | when |\n"
                             "|---|---|---|---|---|---|\n", "utf-8")
     with args.out.open("a", encoding="utf-8") as out:
         out.write(row + "\n")
     print(row)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`make eval`: answer quality on the gold questions and on HotpotQA, written to docs/EVAL.md (tables and plot).
+"""`make eval`: answer quality on the gold questions and on HotpotQA, as a report (EVAL.md and eval.png) in
+build/reports/ (git-ignored), or with --write (`make eval-write`) in docs/, the tracked report.
 
 Runs the real pipeline (offline mode by default, LLM mode when LLM_BASE_URL is set) against the reference
 document server over streamable HTTP. Measures routing accuracy, retrieval recall@5/@10 and MRR per
@@ -46,6 +47,8 @@ from graph.prompts import Prompts
 from graph.runner import start
 
 EVAL_DIR = Path(__file__).resolve().parent
+BUILD_REPORTS = ROOT / "build" / "reports"  # git-ignored: where a run writes its report unless asked
+DOCS = ROOT / "docs"  # the tracked report: only with --write
 SHARED_CORPUS = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "corpus"
 TARGETS = {
     "routing_accuracy": 0.95,
@@ -222,8 +225,9 @@ def write_report(
     law_summary: dict[str, Any] | None = None,
     laws: Path | None = None,
     hotpot_lines: list[str] | None = None,
-) -> None:
-    """docs/EVAL.md: the gold set's test half (tuning half beside it), the law texts, HotpotQA, the misses."""
+) -> Path:
+    """`out`/EVAL.md (returned) and eval.png: the gold set's test half (tuning half beside it), the law texts,
+    HotpotQA, the misses."""
     out.mkdir(parents=True, exist_ok=True)
     summary, tune = halves["test"], halves["tune"]
     plot = _plot(summary, out / "eval.png")
@@ -267,7 +271,9 @@ def write_report(
         if issues:
             lines.append(f"| {r.item['id']} | {split_of[r.item['id']]} | {r.item['question']} | {r.route_type} | "
                          f"{', '.join(issues)} |")
-    (out / "EVAL.md").write_text("\n".join(lines) + "\n", "utf-8")
+    path = out / "EVAL.md"
+    path.write_text("\n".join(lines) + "\n", "utf-8")
+    return path
 
 
 def _issues(r: Result) -> list[str]:
@@ -332,7 +338,11 @@ async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m eval.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--write", action="store_true",
+                       help="refresh the tracked report in docs/ (a full run: not with --limit)")
+    where.add_argument("--out", type=Path, default=BUILD_REPORTS,
+                       help="the folder for EVAL.md and eval.png (default: build/reports, git-ignored)")
     parser.add_argument("--limit", type=int, default=0,
                         help="only the first N gold questions, no law texts, no HotpotQA (smoke runs)")
     parser.add_argument("--gold", type=Path, nargs="*", help="gold files (default: eval/gold.jsonl)")
@@ -369,6 +379,10 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if args.split and not args.hotpot_only:
         parser.error("--split goes with --hotpot-only")
+    if args.write and (args.limit or args.hotpot_only):
+        parser.error("--write refreshes docs/EVAL.md with a full run: not with --limit or --hotpot-only")
+    if args.write:
+        args.out = DOCS
     settings = Settings()
     if args.hotpot_only:
         hotpot_summary = await run_hotpot(args.hotpot, args.hotpot_n, (args.split,) if args.split
@@ -405,9 +419,11 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     catalog = load_catalog(settings.collections_file)
     routed = [routing.heuristics(item, catalog) for item in routing.load()]
     routing_lines = routing.section(routing.halves(routed), routing.load_llm_results(), summary["routing_accuracy"])
-    write_report(halves, results, split_of, mode, args.out, law_summary, laws, [*routing_lines, "", *hotpot_lines])
+    path = write_report(halves, results, split_of, mode, args.out, law_summary, laws,
+                        [*routing_lines, "", *hotpot_lines])
     flat = {name: {k: v for k, v in s.items() if not isinstance(v, dict)} for name, s in halves.items()}
     print(json.dumps({"gold": flat, "hotpot": hotpot_summary}, indent=2, ensure_ascii=False))
+    print(f"wrote {path}", file=sys.stderr)  # stdout is the JSON above
     return summary | {"halves": halves, "hotpot": hotpot_summary}
 
 

@@ -160,7 +160,9 @@ class Ledger:
 
     def sources(self, cited: list[int], language: Language, display: Callable[[str], str]) -> str:
         """Markdown sources list, one line per document with its sections (anchors) and URL, numbered as the
-        answer shows them (`shown`)."""
+        answer shows them (`shown`): "1. Title, Section (ANVS, 2016) — url", an ordered list rather than "[1] …",
+        because chat UIs (Open WebUI) turn every "[1]" into a chip that shows the title, which the line then
+        repeats."""
         entries = self.shown(cited)
         if not entries:
             return ""
@@ -173,7 +175,7 @@ class Ledger:
             if e.summary:
                 meta.append(messages.line("summary_mark", language))
             link = f" — {e.url}" if e.url else ""
-            lines.append(f"[{n}] {label} ({', '.join(meta)}){link}")
+            lines.append(f"{n}. {label} ({', '.join(meta)}){link}")
         return "\n".join(lines)
 
     def summaries(self) -> list[int]:

@@ -262,7 +262,11 @@ def test_open_webui_events_only_for_open_webui(offline: str) -> None:
     sources = [c["event"]["data"] for c in owui if "event" in c and c["event"]["type"] == "source"]
     keys = [s["metadata"][0]["source"] for s in sources]
     assert len(set(keys)) == len(keys)  # one distinct key per ledger entry: `[n]` opens the n-th source
-    assert [s["metadata"][0]["name"].split("]")[0] for s in sources] == [f"[{n}" for n in range(1, len(sources) + 1)]
+    answer = content_of(owui).partition("</think>")[2]
+    listed = [line for line in answer.partition("**Bronnen**")[2].splitlines() if line[:1].isdigit()]
+    # the n-th source event is the list's n-th line, named by its title alone (Open WebUI numbers the panel)
+    assert len(listed) == len(sources)
+    assert all(line.startswith(f"{n}. {s['source']['name']}") for n, (line, s) in enumerate(zip(listed, sources, strict=True), 1))
     statuses = [c["event"]["data"] for c in owui if "event" in c and c["event"]["type"] == "status"]
     assert statuses[-1]["done"] is True and statuses[-1]["description"].startswith("Klaar: antwoord met")
     descriptions = [s["description"] for s in statuses]

@@ -1,5 +1,5 @@
 """`python -m bench --smoke` runs end to end and writes its report: every section, every plot; `--only` runs a
-subset and writes only its sections.
+subset and writes only its sections. A run writes into build/reports/ (or --out), docs/ only with --write.
 
 No timing assertions: this checks the harness, not the service's speed (a busy 2-core CI machine is fine).
 """
@@ -13,6 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bench.__main__ import parse_args
 from bench.report import SECTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,13 +29,34 @@ RELAY_ROW = re.compile(
 )
 
 
+def tracked_report() -> dict[str, tuple[int, int]]:
+    """docs/BENCHMARKS.md and docs/bench/*: modification time and size of each."""
+    files = [ROOT / "docs" / "BENCHMARKS.md", *sorted((ROOT / "docs" / "bench").glob("*"))]
+    return {str(f): (f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.is_file()}
+
+
 def run_bench(out: Path, *args: str) -> str:
+    before = tracked_report()
     result = subprocess.run(
         [sys.executable, "-m", "bench", "--smoke", "--out", str(out), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"wrote {out} in " in result.stdout
+    assert tracked_report() == before  # the tracked report only changes with --write
     return out.read_text("utf-8")
+
+
+def test_reports_go_to_the_build_folder_unless_written_to_docs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_args([]).out == ROOT / "build" / "reports" / "BENCHMARKS.md"
+    assert parse_args(["--smoke"]).out == ROOT / "build" / "reports" / "BENCHMARKS.md"
+    assert parse_args(["--out", "x.md"]).out == Path("x.md")
+    assert parse_args(["--write", "--runs", "10"]).out == ROOT / "docs" / "BENCHMARKS.md"
+    assert "build/" in (ROOT / ".gitignore").read_text("utf-8").splitlines()
+    for refused in (["--write", "--smoke"], ["--write", "--only", "relay"], ["--write", "--out", "x.md"]):
+        with pytest.raises(SystemExit):  # a smoke or partial report never replaces the tracked one
+            parse_args(refused)
+    assert "--write" in capsys.readouterr().err
 
 
 def assert_relay_section(report: str, runs: int = 2, streams_requests: int = 10) -> None:

@@ -1,6 +1,6 @@
 """HotpotQA in `make eval`: the offline run on a few questions (when ../shared has the file), and the pure parts
 (HotpotQA's EM/F1 normalisation, the tuning/test splits, cited titles, the data's ceilings, the raw and attainable
-metrics and the report section)."""
+metrics and the report section). The developer loop (--hotpot-only) writes no report, in docs/ or elsewhere."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from eval import hotpot, hotpot_eval
+from eval import hotpot, hotpot_eval, run
 from eval.answers import cited_titles, source_titles
 from eval.run import EVAL_DIR, load_gold, main, split_gold
 from graph.models import Evidence
+from tests.test_eval import tracked_report
 
 
 def test_exact_match_and_f1_follow_hotpot_evaluate_v1() -> None:
@@ -61,8 +62,8 @@ def _evidence(n: int, title: str) -> Evidence:
 def test_cited_titles_read_the_sources_list_then_the_ledger() -> None:
     known = {"Paris", "Paris, Texas", "Gimme Shelter", "Gimme Shelter (1970 film)", "Lee Pace"}
     answer = ("It is a film [2]. He acted [1][3].\n\n**Sources**\n\n"
-              "[1] Paris, Texas, Paris, Texas (Wikipedia 1/4) — https://en.wikipedia.org/wiki/Paris,_Texas\n"
-              "[2] Gimme Shelter (1970 film), Gimme Shelter (1970 film) (Wikipedia 2/4)")
+              "1. Paris, Texas, Paris, Texas (Wikipedia 1/4) — https://en.wikipedia.org/wiki/Paris,_Texas\n"
+              "2. Gimme Shelter (1970 film), Gimme Shelter (1970 film) (Wikipedia 2/4)")
     assert source_titles(answer, known) == {1: "Paris, Texas", 2: "Gimme Shelter (1970 film)"}
     ledger = [_evidence(1, "Paris"), _evidence(2, "Paris"), _evidence(3, "Lee Pace")]
     assert cited_titles(answer, ledger, known) == {"Paris, Texas", "Gimme Shelter (1970 film)", "Lee Pace"}
@@ -158,15 +159,26 @@ def test_ceilings_attainable_metrics_and_targets() -> None:
             in report)
 
 
+@pytest.fixture
+def writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The run under test leaves the tracked report and the (default) build folder alone."""
+    build = tmp_path / "build" / "reports"
+    monkeypatch.setattr(run, "BUILD_REPORTS", build)
+    before = tracked_report()
+    yield
+    assert tracked_report() == before and not build.exists()
+
+
 @pytest.mark.asyncio
-async def test_absent_hotpot_file_is_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_absent_hotpot_file_is_skipped(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             writes_nothing: None) -> None:
     assert await main(["--hotpot-only", "--hotpot", str(tmp_path / "absent.jsonl")]) == {}
     assert "HotpotQA skipped" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not hotpot.HOTPOT_FILE.is_file(), reason=f"{hotpot.HOTPOT_FILE} absent")
 @pytest.mark.asyncio
-async def test_offline_hotpot_on_a_few_questions(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_offline_hotpot_on_a_few_questions(capsys: pytest.CaptureFixture[str], writes_nothing: None) -> None:
     summary = await main(["--hotpot-only", "--split", "tune", "--hotpot-n", "12"])
     assert json.loads(capsys.readouterr().out) == summary
     assert set(summary) == {"tune", "pool_paragraphs", "seconds"} and 60 < summary["pool_paragraphs"] <= 120

@@ -154,7 +154,7 @@ async def ask(ctx: Context, question: str) -> tuple[list[str], str, str]:
 
 
 def cited_titles(sources: str) -> list[str]:
-    return re.findall(r"^\[\d+\] (.+?)(?:,| \()", sources, re.M)
+    return re.findall(r"^\d+\. (.+?)(?:,| \()", sources, re.M)
 
 
 @pytest.mark.asyncio
@@ -191,7 +191,7 @@ async def test_the_official_article_is_cited_ahead_of_a_summary(nuclear: Context
     steps, body, sources = await ask(nuclear, "Wat regelt artikel 15aa van de Kernenergiewet?")
     assert "jaarlijks een verslag" in body.split("[1]")[0]  # the first cited sentence is article 15aa's
     first = sources.splitlines()[0]
-    assert first.startswith("[1] Kernenergiewet, Artikel 15aa") and "samenvatting" not in first, sources
+    assert first.startswith("1. Kernenergiewet, Artikel 15aa") and "samenvatting" not in first, sources
 
 
 BRIDGE_QUESTION = "What is the fight song of the university whose main campus is in Lawrence, Kansas?"
@@ -219,6 +219,6 @@ async def test_an_overview_lists_documents_across_collections_once_each(bundled:
     steps, body, sources = await ask(bundled, "Welke documenten gaan over veiligheidscultuur?")
     listed = re.findall(r"^- (ANVS|IAEA|Wetten|Security): (.+)$", body.split("Relevante passages")[0], re.M)
     assert len({title for _, title in listed}) >= 3 and len({coll for coll, _ in listed}) >= 2, body
-    entries = re.findall(r"^\[\d+\] (.+?) —", sources, re.M)
+    entries = re.findall(r"^\d+\. (.+?) —", sources, re.M)
     documents = [e.split(",")[0] for e in entries]
     assert len(documents) == len(set(documents))  # one entry per document

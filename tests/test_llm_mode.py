@@ -82,8 +82,8 @@ def test_factual_question_in_one_call_with_repaired_citations(llm_service, fake_
     text, sources = answer.split("**Bronnen**")
     # every marker left points at a source listed (one entry per document: the facts' passages 1 and 2 may
     # be one document's, and then one source)
-    assert set(re.findall(r"\[(\d+)\]", text)) <= set(re.findall(r"^\[(\d+)\] ", sources, re.M))
-    assert "[1] " in sources
+    assert set(re.findall(r"\[(\d+)\]", text)) <= set(re.findall(r"^(\d+)\. ", sources, re.M))
+    assert "\n1. " in sources
     usage = payloads[-1]["usage"]
     # the passages extractive selection picked fit the evidence budget: no summary call, the answer reads them
     assert fake_llm.calls == 1 and usage["upstream_calls"] == 1
@@ -326,11 +326,10 @@ def test_citations_are_numbered_in_reading_order_and_sources_follow(llm_service,
     assert re.findall(r"\[(\d)\]", written) == ["1", "2", "1"], written
     events = [p["event"]["data"] for p in payloads if "event" in p and p["event"]["type"] == "source"]
     names = [e["source"]["name"] for e in events]
-    lines = [line for line in listed.splitlines() if line.startswith("[")]
+    lines = [line for line in listed.splitlines() if line[:1].isdigit()]
     assert len(names) == len(lines) == 2
     for n, (name, line) in enumerate(zip(names, lines, strict=True), 1):
-        title = name.split("] ", 1)[1]
-        assert name.startswith(f"[{n}]") and line.startswith(f"[{n}] {title}")
+        assert line.startswith(f"{n}. {name}")  # the n-th source event is the list's n-th line
     text_so_far, seen = "", 0
     for p in payloads:  # each source event arrives before the first text that cites it
         if "event" in p and p["event"]["type"] == "source":

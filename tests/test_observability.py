@@ -1,9 +1,16 @@
-"""Request ids, Prometheus metrics and logs that never contain API keys."""
+"""Request ids, Prometheus metrics, logs that never contain API keys, and the embedded document server's log
+lines told apart from the service's."""
 
 from __future__ import annotations
 
-import httpx
+import asyncio
+import logging
+from pathlib import Path
 
+import httpx
+import pytest
+
+from docserver.embedded import LOGGER, serve_in_background
 from tests.conftest import QUESTION
 
 
@@ -60,3 +67,48 @@ def test_startup_freezes_long_lived_objects_and_relaxes_the_collector(service) -
     base = service()
     assert httpx.get(base + "/health", timeout=10).status_code == 200
     assert gc.get_freeze_count() > 1000 and gc.get_threshold()[0] == GC_YOUNG_THRESHOLD
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+async def test_the_embedded_document_server_logs_as_itself(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`uvicorn.run` gives uvicorn's loggers a handler of their own (`INFO:     ...`), which the service's own server
+    writes to: the embedded server's lines go to `docserver.embedded` in the service's format instead (its
+    requests at DEBUG), and the service's uvicorn lines, access log included, stay where they were."""
+    uvicorn_handler = _Lines()  # what uvicorn.run's logging config does, on this process's loggers
+    for name in ("uvicorn", "uvicorn.access"):
+        monkeypatch.setattr(logging.getLogger(name), "handlers", [uvicorn_handler])
+        monkeypatch.setattr(logging.getLogger(name), "propagate", False)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):  # a service run earlier may have left WARNING
+        caplog.set_level(logging.INFO, logger=name)
+    caplog.set_level(logging.INFO)
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    server = await serve_in_background(index_path=tmp_path / "none.sqlite3")
+    try:
+        async with httpx.AsyncClient() as client:  # a request it answers, then one it refuses (a warning)
+            assert (await client.get(server.base_url + "/health")).status_code == 200
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        await writer.drain()
+        await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        logging.getLogger("uvicorn.error").info("the service's own line")
+    finally:
+        await server.stop()
+
+    own = {(r.levelname, r.getMessage()) for r in caplog.records if r.name == LOGGER}
+    assert any(level == "INFO" and "documents" in m and "chunks in collections" in m for level, m in own)  # index
+    assert {("INFO", "Application startup complete."), ("INFO", "Application shutdown complete.")} <= own
+    assert any(level == "WARNING" and "Invalid HTTP request" in m for level, m in own)  # from the connection
+    assert [level for level, m in own if "GET /health" in m] == ["DEBUG"]  # its requests, at DEBUG only
+    assert uvicorn_handler.lines == ["the service's own line"]
+    assert logging.getLogger("uvicorn.access").handlers == [uvicorn_handler]  # the service's access log stays

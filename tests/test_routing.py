@@ -115,7 +115,7 @@ async def test_an_answer_instruction_does_not_change_what_is_found(bundled, ques
     assert plain_sources and sources, body
 
     def titles(listed: str) -> set[str]:
-        return {line.split("] ", 1)[1].split(" (")[0] for line in listed.splitlines() if line.startswith("[")}
+        return {line.split(". ", 1)[1].split(" (")[0] for line in listed.splitlines() if line[:1].isdigit()}
 
     if "Engels" in instruction:  # another answer language prefers sentences in it: found, in English
         assert "Relevant passages" in body

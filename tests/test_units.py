@@ -316,7 +316,7 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
                           "Wat zeggen de bronnen van Mail hierover?"]
     # after an answer: the document it cited first, and no collection it already drew on
     answered = prompt.replace("</chat_history>", "ASSISTANT: Binnen 14 dagen [1].\n\n**Bronnen**\n\n"
-                                                 "[1] Retourbeleid, Termijnen (FAQ, 2024) — https://x\n</chat_history>")
+                                                 "1. Retourbeleid, Termijnen (FAQ, 2024) — https://x\n</chat_history>")
     follow_ups = json.loads(offline_answer("follow_up_generation", answered, catalog))["follow_ups"]
     assert follow_ups == ["Leg uitgebreid uit: retouren", "Wat staat er verder in Retourbeleid, Termijnen?",
                           "Wat zeggen de bronnen van Mail hierover?"]

@@ -741,17 +741,17 @@ def check_webui_chat(run: ChatRun, task_model: str) -> Checks:
     # The answer: date, [n] citations, Markdown sources list
     body, _, sources_list = content.partition("**Bronnen**")
     cited = sorted({int(n) for n in re.findall(r"\[(\d+)\]", body)})
-    listed = [int(n) for n in re.findall(r"^\[(\d+)\] ", sources_list, re.M)]
+    listed = [int(n) for n in re.findall(r"^(\d+)\. ", sources_list, re.M)]
+    titles = re.findall(r"^\d+\. (.+?) \(", sources_list, re.M)
     c.check(f'answer contains "{EXPECTED_DATE}"', EXPECTED_DATE in body, body[:300])
     c.check("answer has [n] citations", bool(cited), cited)
     c.check("Markdown **Bronnen** list", bool(listed) and listed == list(range(1, len(listed) + 1)), listed)
 
     # Sources stored from the service's source events (citation chips)
     stored = message.get("sources") or []
-    numbers = []
-    for source in stored:
-        match = re.match(r"\[(\d+)\] ", (source.get("source") or {}).get("name") or "")
-        numbers.append(int(match.group(1)) if match else None)
+    # the n-th stored source is the list's n-th line (named by its title; Open WebUI numbers the panel)
+    names = [(source.get("source") or {}).get("name") or "" for source in stored]
+    numbers = [n for n, name in enumerate(names, 1) if n <= len(titles) and titles[n - 1].startswith(name)]
     c.check(
         "sources stored",
         len(stored) >= 1 and all(s.get("document") and s.get("metadata") for s in stored),

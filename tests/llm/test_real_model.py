@@ -103,7 +103,7 @@ def grounded(answer: str) -> tuple[str, dict[int, str]]:
     """The answer body and its sources list by number; every `[n]` in the body has a listed source."""
     body, *rest = re.split(r"\n\*\*(?:Bronnen|Sources)\*\*\n", answer, maxsplit=1)
     sources = rest[0] if rest else ""
-    listed = {int(n): line for n, line in re.findall(r"^\[(\d+)\] (.+)$", sources, re.M)}
+    listed = {int(n): line for n, line in re.findall(r"^(\d+)\. (.+)$", sources, re.M)}
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
     assert cited <= set(listed), (cited, sorted(listed))
     return body, listed
