@@ -22,9 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from itertools import accumulate
 
-from textkit import STOPWORDS
-
-from .stemming import stems
+from textkit import STOPWORDS, stems
 
 __all__ = ["LINKERS", "MIN_PART", "Decompounder"]
 

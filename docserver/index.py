@@ -25,11 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from textkit import tokenize
+from textkit import analyze, stems, tokenize
 
 from .compounds import Decompounder
 from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, load_collections, load_corpus
-from .stemming import analyze, stems
 from .store import IndexVersion, load_snapshot, resolve_index_path
 
 __all__ = ["HEADER_BOOST", "PART_WEIGHT", "Hit", "Index"]

@@ -7,7 +7,7 @@ it changed, the whole index is rebuilt (bundled corpus plus the file: well under
 corpus) and swapped in at once, so a call answers from the old documents or the new ones, never a
 mix.  Both the check and the rebuild run in a worker thread: an ingest holding the file's write
 lock, or a rebuild taking a second, must not stall the event loop, which keeps serving other
-requests meanwhile (the index stems with per-thread stemmers, see ``stemming.py``).
+requests meanwhile (``textkit`` stems with per-thread stemmers).
 
 Calls that arrive while a check or rebuild is under way wait for it: a tool call made more than
 ``CHECK_INTERVAL_S`` after an ingest finished sees its documents.  Watching the file with inotify

@@ -14,6 +14,7 @@ match every passage that contains a 3 and a 1).
 """
 
 import re
+import threading
 import unicodedata
 from functools import lru_cache
 
@@ -43,8 +44,18 @@ STOPWORDS: frozenset[str] = frozenset(
 
 # A dotted number with an optional letter suffix ("3.1", "9.1.3", "4.2a"), or a run of letters/digits.
 _WORD = re.compile(r"\d+(?:\.\d+)+[^\W_]*|[^\W_]+")
-_DUTCH = snowballstemmer.stemmer("dutch")
-_ENGLISH = snowballstemmer.stemmer("english")
+
+
+class _Stemmers(threading.local):
+    """A Dutch and an English Snowball stemmer per thread: a stemmer keeps its state on itself, and the document
+    server rebuilds its index in a worker thread while the event loop stems queries."""
+
+    def __init__(self) -> None:
+        self.dutch = snowballstemmer.stemmer("dutch")
+        self.english = snowballstemmer.stemmer("english")
+
+
+_STEMMERS = _Stemmers()
 
 
 class _StripCombining(dict):
@@ -72,12 +83,12 @@ def tokenize(text: str) -> list[str]:
     return [t for t in _WORD.findall(normalize(text)) if t not in STOPWORDS]
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=65536)  # shared by all threads: a token's stems do not depend on the thread
 def stems(token: str) -> frozenset[str]:
-    """The Dutch and English stems of one normalized token."""
+    """The Dutch and English stems of one normalized token (any thread may call it)."""
     if any(c.isdigit() for c in token):
         return frozenset((token,))
-    return frozenset((_DUTCH.stemWord(token), _ENGLISH.stemWord(token)))
+    return frozenset((_STEMMERS.dutch.stemWord(token), _STEMMERS.english.stemWord(token)))
 
 
 def analyze(text: str) -> list[frozenset[str]]:
