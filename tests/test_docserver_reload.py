@@ -48,14 +48,8 @@ Tijdens de inspectie is de {TERM}-procedure van de kerncentrale gecontroleerd.
 """
 
 
-@pytest.fixture(autouse=True)
-def no_default_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never read or write the index of the checkout running the tests."""
-    monkeypatch.setenv("DOCSERVER_INDEX", str(tmp_path / "default-index.sqlite3"))
-
-
 @pytest.fixture
-def corpus_dir(tmp_path: Path) -> Path:
+def corpus_dir(tmp_path: Path) -> Path:  # tests/conftest.py points DOCSERVER_INDEX away from the checkout's index
     return write_corpus(tmp_path / "corpus")
 
 
