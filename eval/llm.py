@@ -78,6 +78,7 @@ class Question:
     expected_type: str | None = None  # gold: the query type routing should choose
     gold_titles: tuple[str, ...] = ()  # HotpotQA: the supporting articles
     hotpot: bool = False  # match the answer after HotpotQA normalisation
+    gold_pooled: bool | None = None  # HotpotQA: every supporting article is a pooled paragraph (answerable here)
 
 
 @dataclass
@@ -126,8 +127,10 @@ def gold_questions(n: int) -> list[Question]:
 
 
 def hotpot_questions(items: Sequence[dict[str, Any]]) -> list[Question]:
+    pool = hotpot.paragraphs(items)
     return [Question(q["id"], q["question"], q["type"], True, (q["answer"],), None, tuple(hotpot.gold_titles(q)),
-                     hotpot=True) for q in items]
+                     hotpot=True, gold_pooled=hotpot.pooled_gold(q, pool) == set(hotpot.gold_titles(q)))
+            for q in items]
 
 
 async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> Run:
@@ -396,6 +399,27 @@ def _section(title: str, intro: str, runs: Sequence[Run], kinds: Sequence[str], 
     return lines + [""]
 
 
+CEILING_ROWS = [("Answer present", "key_facts"), ("F1 (first sentence)", "f1"), ("Gold articles cited", "titles_cited"),
+                ("Answerable questions declined", "declined_answerable"), ("Prompt tokens per question", "prompt_tokens")]
+
+
+def ceiling_table(runs: Sequence[Run], modes: Sequence[Mode]) -> list[str]:
+    """HotpotQA split by what the data allows: questions whose supporting articles are all pooled paragraphs (the
+    corpus can answer them) and the rest, where a grounded answer can only decline or be partial and a model that
+    answers anyway answers from its own memory."""
+    groups = [("all supporting articles pooled", [r for r in runs if r.question.gold_pooled]),
+              ("a supporting article missing", [r for r in runs if r.question.gold_pooled is False])]
+    columns = [(f"{name} ({len({r.question.id for r in group})} q): {mode}", metrics([r for r in group if r.mode == mode]))
+               for name, group in groups for mode in modes if group]
+    if not columns:
+        return []
+    lines = ["| metric | " + " | ".join(name for name, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for label, key in CEILING_ROWS:
+        fmt = ".0f" if key == "prompt_tokens" else ".2f"
+        lines.append(f"| {label} | " + " | ".join(_show(float(m[key]), fmt) for _, m in columns) + " |")
+    return lines
+
+
 def write_report(out: Path, header: list[str], gold: Sequence[Run], hotpot_runs: Sequence[Run] | None,
                  hotpot_note: str, modes: Sequence[Mode]) -> Path:
     lines = ["# LLM-mode evaluation", "", *header, "", "## Targets", ""]
@@ -419,6 +443,12 @@ def write_report(out: Path, header: list[str], gold: Sequence[Run], hotpot_runs:
         lines += ["## HotpotQA", "", hotpot_note, ""]
     else:
         lines += _section("HotpotQA", hotpot_note, hotpot_runs, HOTPOT_TYPES, modes)
+        if table := ceiling_table(hotpot_runs, modes):
+            lines += ["### HotpotQA: what the data allows", "",
+                      "This HotpotQA file often lacks a question's supporting paragraphs (docs/EVAL.md, data ceilings). "
+                      "Where the pool holds them all, the corpus can answer; where one is missing, the pipeline declines "
+                      "or answers in part from what it found, and the naive RAG answers anyway, from passages about "
+                      "something else or the model's own memory.", "", *table, ""]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "EVAL-LLM.md"
     path.write_text("\n".join(lines), "utf-8")
@@ -456,12 +486,30 @@ async def run_set(name: str, questions: Sequence[Question], catalog: Catalog, se
     return runs
 
 
-def dump(path: Path, runs: Sequence[Run]) -> None:
-    """One JSON line per run: what a developer reads to see why a question was lost."""
+def dump(path: Path, runs: Sequence[Run], header: list[str], hotpot_note: str, modes: Sequence[Mode]) -> None:
+    """One JSON line per run (what a developer reads to see why a question was lost) after one line with the
+    report's header: `--from-dump` renders the report again from it, without asking a model."""
     with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"report": {"header": header, "hotpot_note": hotpot_note, "modes": list(modes)}},
+                             ensure_ascii=False) + "\n")
         for run in runs:
             row = asdict(run) | {"declined": run.declined, "extractive_fallback": run.extractive_fallback}
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def load_dump(path: Path) -> tuple[list[str], str, list[Mode], list[Run], list[Run]]:
+    """(header, HotpotQA note, modes, gold runs, HotpotQA runs) of a `--dump` file."""
+    lines = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    report = lines[0]["report"]
+    runs = []
+    for row in lines[1:]:
+        q = row.pop("question")
+        question = Question(**{**q, "key_facts": tuple(q["key_facts"]), "gold_titles": tuple(q["gold_titles"])})
+        fields = {k: v for k, v in row.items() if k in Run.__dataclass_fields__}
+        runs.append(Run(**{**fields, "question": question, "fallbacks": [tuple(f) for f in row["fallbacks"]]}))
+    gold = [r for r in runs if not r.question.hotpot]
+    hotpot_runs = [r for r in runs if r.question.hotpot]
+    return report["header"], report["hotpot_note"], report["modes"], gold, hotpot_runs
 
 
 def model_names(settings: Settings) -> str:
@@ -488,10 +536,16 @@ async def main(argv: list[str] | None = None) -> Path:
                         help="the HotpotQA half the questions come from (`eval.hotpot_eval.halves`): report on the "
                              "held-apart test half (default), tune on the tuning half")
     parser.add_argument("--dump", type=Path, help="also write every run (question, mode, answer, measures) as JSONL")
+    parser.add_argument("--from-dump", type=Path, help="render the report again from a --dump file (no model needed)")
     modes_group = parser.add_mutually_exclusive_group()
     modes_group.add_argument("--skip-offline", action="store_true", help="only the LLM and naive columns")
     modes_group.add_argument("--offline-only", action="store_true", help="only the offline columns (no model needed)")
     args = parser.parse_args(argv)
+    if args.from_dump:
+        header, note, modes_done, gold_done, hotpot_done = load_dump(args.from_dump)
+        path = write_report(args.out, header, gold_done, hotpot_done or None, note, modes_done)
+        print(f"wrote {path} (from {args.from_dump})", file=sys.stderr)
+        return path
 
     settings = Settings()
     if settings.offline and not args.offline_only:
@@ -539,7 +593,7 @@ async def main(argv: list[str] | None = None) -> Path:
             finally:
                 await server.stop()
     if args.dump:
-        dump(args.dump, gold_runs + (hotpot_runs or []))
+        dump(args.dump, gold_runs + (hotpot_runs or []), header, note, modes)
     path = write_report(args.out, header, gold_runs, hotpot_runs, note, modes)
     print(f"wrote {path}", file=sys.stderr)
     return path

@@ -119,3 +119,26 @@ def test_cost_targets_compare_the_same_questions() -> None:
     assert measured["HotpotQA prompt tokens ÷ naive, first search answers (1 q)"] == (pytest.approx(900 / 800), True)
     assert measured["HotpotQA median seconds ÷ naive"] == (pytest.approx(19.5 / 4.5), False)
     assert measured["Gold key facts"] == (0.6, True) and measured["Gold citation precision"] == (0.75, True)
+
+
+def test_a_dump_renders_the_same_report_again(tmp_path: Path) -> None:
+    """`--dump` then `--from-dump`: the report comes back without a model, HotpotQA split by what the data allows."""
+    from eval.llm import dump, load_dump, write_report
+
+    pooled = Question("p", "q?", "bridge", True, ("a",), gold_titles=("A", "B"), hotpot=True, gold_pooled=True)
+    missing = Question("m", "q?", "comparison", True, ("b",), gold_titles=("C", "D"), hotpot=True, gold_pooled=False)
+    runs = [Run(pooled, "llm", key_facts=1.0, titles_cited=1.0, prompt_tokens=900, fallbacks=[("judge", "invalid")]),
+            Run(pooled, "naive", key_facts=0.0, titles_cited=0.5, prompt_tokens=700),
+            Run(missing, "llm", answer="I found no passages in the consulted collections (X) that answer this question",
+                key_facts=0.0, titles_cited=0.0),
+            Run(missing, "naive", key_facts=1.0, titles_cited=0.0)]
+    gold = [Run(Question("g", "v?", "factual", True, ("x",), "factual"), "llm", key_facts=0.5)]
+    first = write_report(tmp_path / "first", ["header"], gold, runs, "note", ["llm", "naive"])
+    dump(tmp_path / "runs.jsonl", gold + runs, ["header"], "note", ["llm", "naive"])
+    header, note, modes, gold_again, runs_again = load_dump(tmp_path / "runs.jsonl")
+    again = write_report(tmp_path / "again", header, gold_again, runs_again, note, modes)
+    assert again.read_text("utf-8") == first.read_text("utf-8")
+    report = first.read_text("utf-8")
+    assert "all supporting articles pooled (1 q): llm" in report
+    rows = table_rows(report, "HotpotQA: what the data allows")
+    assert rows["Answer present"] == [1.0, 0.0, 0.0, 1.0] and rows["Answerable questions declined"] == [0, 0, 1, 0]
