@@ -160,7 +160,7 @@ class Ledger:
 
     def sources(self, cited: list[int], language: Language, display: Callable[[str], str]) -> str:
         """Markdown sources list, one line per document with its sections (anchors) and URL, numbered as the
-        answer shows them (`shown`): "1. Title, Section (ANVS, 2016) — url", an ordered list rather than "[1] …",
+        answer shows them (`shown`): "1. Title, Section (Organisation, 2016) — url", an ordered list rather than "[1] …",
         because chat UIs (Open WebUI) turn every "[1]" into a chip that shows the title, which the line then
         repeats."""
         entries = self.shown(cited)
