@@ -172,8 +172,9 @@ class Ledger:
             meta = [display(e.collection)]
             if e.year:
                 meta.append(str(e.year))
-            if e.summary:
-                meta.append(messages.line("summary_mark", language))
+            mark = messages.line("summary_mark", language)
+            if e.summary and mark.lower() not in label.lower():  # "Kernenergiewet (samenvatting)" says it already
+                meta.append(mark)
             link = f" — {e.url}" if e.url else ""
             lines.append(f"{n}. {label} ({', '.join(meta)}){link}")
         return "\n".join(lines)

@@ -35,6 +35,7 @@ class Route(BaseModel):
     query_type: QueryType
     collections: list[str]
     reason: str  # the signal that decided the type ("model" when the fast model classified the question)
+    signal_words: str = ""  # the question's own words that matched that signal (quoted in the think block)
     search_query: str = ""  # the question without routing words (collection names, type signals)
     confidence: float = 1.0  # how sure the heuristics are of the type (0..1; below 1 a model may decide)
     preferred: list[str] = Field(default_factory=list)  # named by the question: first, with a raised prior

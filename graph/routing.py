@@ -92,6 +92,7 @@ class TypeScore:
     kind: QueryType
     signal: str  # the strongest signal of the winning type ("" when none: the catch-all)
     confidence: float  # the winner's lead over the next type, 0..1
+    words: str = ""  # the question's words that matched that signal (what the think block quotes)
 
     @property
     def sure(self) -> bool:
@@ -104,21 +105,22 @@ def score_types(question: str, mentioned: int, detailed: bool = False) -> TypeSc
     text = " ".join(_TERMS.sub(" ", question).split())
     scores: dict[QueryType, float] = {"factual": FACTUAL_PRIOR, "exploratory": 0.0, "deep_dive": 0.0,
                                       "comparative": 0.0}
-    best: dict[QueryType, tuple[float, str]] = {}
+    best: dict[QueryType, tuple[float, str, str]] = {}  # type -> (weight, label, the words matched)
     if detailed:
-        scores["deep_dive"], best["deep_dive"] = 2.0, (2.0, "uitgebreid")
+        scores["deep_dive"], best["deep_dive"] = 2.0, (2.0, "uitgebreid", "uitgebreid")
     for kind, pattern, weight, label in _COMPILED:
-        if pattern.search(text):
+        if match := pattern.search(text):
             scores[kind] += weight
-            if weight > best.get(kind, (0.0, ""))[0]:
-                best[kind] = (weight, label)
+            if weight > best.get(kind, (0.0, "", ""))[0]:
+                best[kind] = (weight, label, " ".join(match.group(0).split()[:6]))
     if mentioned >= 2 and re.search(r"\b(en|and|of|or)\b", text, re.IGNORECASE):  # two named sources side by side
         scores["comparative"] += 0.8 if re.search(r"\b(hoe|how)\b", text, re.IGNORECASE) else 0.4
-        best.setdefault("comparative", (0.4, "A en B"))
+        best.setdefault("comparative", (0.4, "A en B", "A en B"))
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     (kind, top), (_, second) = ranked[0], ranked[1]
     confidence = min(1.0, top / SURE_SCORE) * min(1.0, (top - second) / SURE_MARGIN)
-    return TypeScore(kind, best.get(kind, (0.0, ""))[1], round(confidence, 3))
+    _, signal, words = best.get(kind, (0.0, "", ""))
+    return TypeScore(kind, signal, round(confidence, 3), words)
 
 
 def is_ambiguous(route: Route) -> bool:
@@ -187,6 +189,7 @@ def heuristic_route(question: str, collections: list[Collection], detailed: bool
         collections=scope,
         preferred=[name for name in named if name in scope],
         reason=typed.signal,
+        signal_words=typed.words,
         confidence=typed.confidence,
         search_query=focus_terms(question, collections),
     )

@@ -92,7 +92,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
     if decision.reason == "model":
         emit(Step(messages.line("route_model", language, kind=kind)))
     elif decision.reason and not is_ambiguous(decision):
-        emit(Step(messages.line("route_signal", language, kind=kind, signal=decision.reason)))
+        emit(Step(messages.line("route_signal", language, kind=kind, signal=decision.signal_words or decision.reason)))
     else:
         emit(Step(messages.line("route_unsure", language, kind=kind)))
     emit(Step(messages.line("collections", language, names=", ".join(ctx.display(c) for c in decision.collections))))
