@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from app.errors import CODES, APIError, event_status
+from app.errors import APIError, default_code, event_status
 from app.observability import Metrics
 from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
 from app.services import Services
@@ -141,7 +141,7 @@ async def stream_chat(
             for chunk in renderer.finish(include_usage):
                 yield _sse(chunk)
         yield {"data": "[DONE]"}
-        outcome = CODES[event_status(failed.kind)] if failed else "ok"
+        outcome = default_code(event_status(failed.kind)) if failed else "ok"
     finally:
         record.done(outcome, renderer)
 
@@ -188,8 +188,7 @@ async def complete_chat(
         await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
         if work.done() and not work.cancelled():
             error = work.exception()
-            outcome = (error.code or CODES.get(error.status, "internal_error")) if isinstance(error, APIError) \
-                else ("ok" if error is None else "internal_error")
+            outcome = error.code if isinstance(error, APIError) else ("ok" if error is None else default_code(500))
     finally:
         watch.cancel()
         if not work.done():

@@ -45,17 +45,23 @@ CODES = {
 JSON_TYPE = "application/json"
 
 
+def default_code(status: int) -> str:
+    """The error code of a status when no more specific one applies (`CODES`)."""
+    return CODES.get(status, "internal_error")
+
+
 class APIError(Exception):
     def __init__(
         self, status: int, message: str, *, param: str | None = None, code: str | None = None, headers: dict | None = None
     ) -> None:
         super().__init__(message)
-        self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers
+        self.status, self.message, self.param, self.headers = status, message, param, headers
+        self.code = code or default_code(status)
 
 
 def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None) -> dict:
     kind = _TYPES.get(status, "server_error")
-    code = code or CODES.get(status, "internal_error")
+    code = code or default_code(status)
     return ErrorResponse(error=ErrorBody(message=message, type=kind, param=param, code=code)).model_dump()
 
 

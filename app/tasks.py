@@ -14,6 +14,7 @@ from app.settings import Settings
 from graph import messages
 from graph.collections import Catalog
 from graph.language import detect_language
+from graph.ledger import SOURCE_LINE
 from graph.llm import LLMClient, LLMError
 from graph.models import Usage
 from graph.routing import focus_terms, mentioned_collections
@@ -32,8 +33,6 @@ _KINDS = [  # (task, pattern in the template) — first match wins
 _HISTORY = re.compile(r"<chat_history>(.*?)</chat_history>", re.S | re.I)
 _USER_LINE = re.compile(r"^\s*USER:\s*(.+)$", re.M)
 _ANSWER = re.compile(r"^\s*ASSISTANT:(.*?)(?=^\s*USER:|\Z)", re.M | re.S)
-# a line of the sources list the service appends ("2. Title, Section (ANVS, 2016) — url"): title and section
-_SOURCE_TITLE = re.compile(r"^\d+\.\s+(.+?)(?: \(| — |$)", re.M)
 TITLE_CHARS = 60  # Open WebUI shows about this much of a chat title in its sidebar
 
 
@@ -81,7 +80,8 @@ def offline_follow_ups(prompt: str, question: str, catalog: Catalog, limit: int 
     topic = focus_terms(question, catalog.collections)
     if topic and topic != question:
         follow.append(messages.line("follow_up_detail", language, topic=topic))
-    titles = _SOURCE_TITLE.findall(answer)
+    # the sources list the service appended ("2. Title, Section (ANVS, 2016) — url"): title and section
+    titles = [re.split(r" \(| — ", line, maxsplit=1)[0] for _, line in SOURCE_LINE.findall(answer)]
     if titles:
         follow.append(messages.line("follow_up_document", language, title=titles[0]))
     named = set(mentioned_collections(question, catalog.collections))

@@ -6,11 +6,11 @@ import re
 from collections.abc import Collection, Sequence
 
 from graph import messages
+from graph.ledger import SOURCE_LINE
 from graph.models import Evidence
 
 _SOURCES_HEADING = re.compile(r"\n\*\*(?:Bronnen|Sources)\*\*")
 MARKER = re.compile(r"\[(\s*\d+\s*(?:[,;]\s*\d+\s*)*)\]")  # [3], [1, 2]
-_SOURCE_LINE = re.compile(r"^(\d+)\.\s+(.+)$", re.MULTILINE)  # `Ledger.sources`: "1. Title, Section (…) — url"
 _TITLE_END = re.compile(r",| \(| —|$")  # where a title can end in a sources line: "n. Title, Section (...) — url"
 
 
@@ -37,7 +37,7 @@ def source_titles(answer: str, known: Collection[str]) -> dict[int, str]:
     if len(parts) < 2:
         return {}
     titles: dict[int, str] = {}
-    for number, line in _SOURCE_LINE.findall(parts[1]):
+    for number, line in SOURCE_LINE.findall(parts[1]):
         candidates = [line[: m.start()].rstrip() for m in _TITLE_END.finditer(line)]
         matches = [c for c in candidates if c in known]
         if matches:

@@ -26,6 +26,7 @@ ENTRY_HEAD_CHARS = 60  # an evidence block entry's head line ("[2] ANVS | title 
 MIN_ENTRY_CHARS = 200  # less room than this for a further entry: it is left out rather than cut to a stub
 _GROUP = re.compile(r"\[(\s*\d+\s*(?:[,;–-]\s*\d+\s*)*)\]")
 _PARTIAL = re.compile(r"\[[\d\s,;–-]{0,16}$")
+SOURCE_LINE = re.compile(r"^(\d+)\.\s+(.+)$", re.MULTILINE)  # a line of `Ledger.sources`: its number, the rest
 
 
 def order_evidence(evidence: list[Evidence], collections: list[str]) -> list[Evidence]:
@@ -167,12 +168,12 @@ class Ledger:
         if not entries:
             return ""
         lines = [f"**{messages.line('sources', language)}**", ""]
+        mark = messages.line("summary_mark", language)
         for n, e in enumerate(entries, 1):
             label = f"{e.title}" + (f", {e.section}" if e.section and e.section != e.title else "")
             meta = [display(e.collection)]
             if e.year:
                 meta.append(str(e.year))
-            mark = messages.line("summary_mark", language)
             if e.summary and mark.lower() not in label.lower():  # "Kernenergiewet (samenvatting)" says it already
                 meta.append(mark)
             link = f" — {e.url}" if e.url else ""
