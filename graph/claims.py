@@ -130,4 +130,4 @@ def unsupported_claims(answer: str, ledger: list[Evidence], language: Language =
                 flagged.append(sentence)
         elif not sentence_supported(sentence, [ledger[n - 1] for n in cited], language, display):
             flagged.append(sentence)
-    return flagged
+    return list(dict.fromkeys(flagged))  # a sentence the model repeated is one claim

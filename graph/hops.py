@@ -62,6 +62,35 @@ def entity_queries(question: str, focus: str, exclude: set[str]) -> list[str]:
     return found[:MAX_BRIDGES] if len(found) >= 2 else []
 
 
+# Two named things a question lists side by side: "A or B", "A and B", "A, B", "A vs. B", "A en B", "A of B"
+_LISTED = (r"\s*(?:,\s*(?:(?:or|and|en|of)\s+)?|\s(?:or|and|en|of|vs\.?|versus)\s+)\s*"
+           r"(?:(?:the|a|an|de|het|een)\s+)?")
+
+
+def unfound_things(question: str, evidence: list[Evidence], exclude: set[str] | frozenset[str] = frozenset()
+                   ) -> list[str]:
+    """The things a question lists side by side ("Which band is from England, Fireflight or Dirty Pretty
+    Things?") that no passage names in full, when another listed thing is named in full by one: the question
+    can then be answered in part, saying what was not found, instead of being declined. Empty for a question
+    about one thing, or when none or all of the listed things are found."""
+    found = names(question, exclude)
+    listed = [n for i, n in enumerate(found)
+              if any(re.search(re.escape(a) + _LISTED + re.escape(b), question)
+                     for a, b in ((found[i - 1], n) if i else ("", ""), (n, found[i + 1]) if i + 1 < len(found)
+                                  else ("", "")) if a and b)]
+    passages = [stems_of(f"{e.title} {e.text}") for e in evidence]
+    named = {n: any(all(t & p for t in terms) for p in passages) for n in listed if (terms := query_terms(n))}
+    unfound = [n for n, ok in named.items() if not ok]
+    return unfound if unfound and len(unfound) < len(named) else []
+
+
+def without(question: str, things: list[str]) -> str:
+    """The question with `things` taken out (what is left to answer when they were not found)."""
+    for thing in things:
+        question = re.sub(r"(?:\s*,\s*|\s+(?:or|and|en|of)\s+)?" + re.escape(thing), "", question, count=1)
+    return " ".join(question.split())
+
+
 def complete(focus: str, facts: list[Fact], evidence: list[Evidence], glossary: Glossary | None = None) -> bool:
     """The passages the facts rest on (with their titles) hold every topic word of the question: nothing is
     left for a second hop to find. Passages rather than the facts' words: a model's facts paraphrase."""

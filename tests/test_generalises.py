@@ -20,7 +20,7 @@ from graph.build import build_graph
 from graph.collections import Catalog, Collection, load_catalog
 from graph.context import Context
 from graph.events import AnswerDelta, Step
-from graph.hops import bridge_queries
+from graph.hops import bridge_queries, unfound_things
 from graph.mcp_client import DocumentClient
 from graph.models import Evidence, Turn
 from graph.prompts import Prompts
@@ -222,3 +222,40 @@ async def test_an_overview_lists_documents_across_collections_once_each(bundled:
     entries = re.findall(r"^\d+\. (.+?) —", sources, re.M)
     documents = [e.split(",")[0] for e in entries]
     assert len(documents) == len(set(documents))  # one entry per document
+
+
+KANSAS = Evidence(id="wiki_a/university-of-kansas#0", collection="wiki_a", doc_id="university-of-kansas",
+                  title="University of Kansas", text=BRIDGE["wiki_a/university-of-kansas.md"].split("## Overview")[1])
+
+
+@pytest.mark.parametrize(("question", "unfound"), [
+    # two things listed, one named in full by a passage, the other by none: answered in part
+    ("Which is older, the University of Kansas or Miskatonic University?", ["Miskatonic University"]),
+    ("Are the University of Kansas and Miskatonic University both public?", ["Miskatonic University"]),
+    ("Was University of Kansas, Miskatonic University or Arkham College founded first?",
+     ["Miskatonic University", "Arkham College"]),
+    # a word of the name in some passage is not the name: "Kansas State" is named by no passage in full
+    ("Is Kansas State older than the University of Kansas?", []),  # not listed side by side ("than")
+    ("Which is older, Kansas State or the University of Kansas?", ["Kansas State"]),
+    # both found, or neither: nothing to answer in part
+    ("Which is older, the University of Kansas or Lawrence?", []),
+    ("Which is older, Miskatonic University or Arkham College?", []),
+    # one thing only, or names not listed side by side: the ordinary decline rule decides
+    ("When was Miskatonic University founded?", []),
+    ("How many TWh did the University of Kansas use in Miskatonic?", []),
+])
+def test_the_listed_things_no_passage_names(question: str, unfound: list[str]) -> None:
+    assert unfound_things(question, [KANSAS, KANSAS.model_copy(update={"id": "x", "doc_id": "lawrence",
+                                                                       "title": "Lawrence", "text": "A city."})]) \
+        == unfound
+
+
+@pytest.mark.asyncio
+async def test_a_question_about_two_things_is_answered_for_the_one_found(bridge: Context) -> None:
+    """One of the two things compared is in no document: the answer gives what is known about the other and
+    says which was not found, instead of declining the whole question."""
+    steps, body, sources = await ask(bridge, "Which public university is in Lawrence, Kansas: the University of "
+                                             "Kansas or Miskatonic University?")
+    assert "Not (fully) found in the sources: Miskatonic University." in body and "Lawrence" in body.split("Not")[0]
+    assert "University of Kansas" in cited_titles(sources)
+    assert any("Miskatonic University" in s and s.startswith("Not (fully) found") for s in steps)

@@ -16,6 +16,7 @@ from graph import messages
 from graph.context import Context
 from graph.events import Step, emit
 from graph.extractive import select_facts
+from graph.hops import unfound_things, without
 from graph.ledger import FactsReply, Ledger, order_evidence
 from graph.llm import estimate_tokens
 from graph.models import Evidence, Fact, Route, Usage
@@ -87,6 +88,14 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     # The decline rule of extractive selection (no passage holds enough of the question's topic words, or a name
     # from the question is nowhere) costs microseconds and decides first, with or without a model.
     selected = [extractive_facts(ctx, query, w, limit, min_coverage, route) for w in windows]
+    gaps: list[str] = []
+    unfound = [] if route.query_type == "deep_dive" or any(selected) else \
+        unfound_things(state["question"], new, ctx.catalog.words())
+    if unfound:  # of the things the question lists, some are nowhere in the evidence: answer for the others, say which
+        selected = [extractive_facts(ctx, without(query, unfound), new, limit, min_coverage, route)]
+        if selected[0]:
+            gaps = [messages.line("not_found", ctx.language, missing=", ".join(unfound))]
+            emit(Step(gaps[0]))
     tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))
     usage = Usage()
     if needs_model_summary(tokens, ctx.config.evidence_tokens, ctx.llm is not None):
@@ -100,4 +109,5 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     facts = [f for window_facts in selected for f in window_facts]
     emit(Step(messages.line("facts", ctx.language, n=len(facts), m=len(new))))
     # the selection over all evidence replaces the previous round's (a deep dive adds per window)
-    return {"facts": facts if route.query_type == "deep_dive" else Overwrite(facts), "usage": usage}
+    return {"facts": facts if route.query_type == "deep_dive" else Overwrite(facts), "usage": usage,
+            "gaps": [g for g in gaps if g not in state["gaps"]]}
