@@ -74,10 +74,9 @@ def unfound_things(question: str, evidence: list[Evidence], exclude: set[str] | 
     can then be answered in part, saying what was not found, instead of being declined. Empty for a question
     about one thing, or when none or all of the listed things are found."""
     found = names(question, exclude)
-    listed = [n for i, n in enumerate(found)
-              if any(re.search(re.escape(a) + _LISTED + re.escape(b), question)
-                     for a, b in ((found[i - 1], n) if i else ("", ""), (n, found[i + 1]) if i + 1 < len(found)
-                                  else ("", "")) if a and b)]
+    pairs = [(a, b) for a, b in zip(found, found[1:], strict=False)
+             if re.search(re.escape(a) + _LISTED + re.escape(b), question)]
+    listed = list(dict.fromkeys(name for pair in pairs for name in pair))
     passages = [stems_of(f"{e.title} {e.text}") for e in evidence]
     named = {n: any(all(t & p for t in terms) for p in passages) for n in listed if (terms := query_terms(n))}
     unfound = [n for n, ok in named.items() if not ok]

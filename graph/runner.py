@@ -46,7 +46,7 @@ def start(turns: list[Turn], context: Context, tenant: str = "anonymous") -> tup
     """Pipeline state and the request's context for a conversation whose last turn is the user's question."""
     question, instructions = split_instructions(turns[-1].content.strip())
     state = State(question=question, instructions=instructions, history=turns[:-1], route=None, documents=[],
-                  loop=Loop(), evidence=[], facts=[], outcomes=[], gaps=[], answer="", sources=[],
+                  loop=Loop(), evidence=[], facts=[], outcomes=[], gaps=[], unfound=[], answer="", sources=[],
                   usage=Usage())
     language = instructions.language or detect_language(question)
     return state, context.for_request(language=language, tenant=tenant)

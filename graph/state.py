@@ -38,6 +38,7 @@ class State(TypedDict):
     facts: Annotated[list[Fact], merge_facts]
     outcomes: Annotated[list[Outcome], operator.add]  # one per research task run
     gaps: Annotated[list[str], operator.add]  # what could not be searched, said in the answer
+    unfound: list[str]  # listed things no passage names, left out of the answer's facts (`summarize`), said in it
     answer: str
     sources: list[Evidence]  # what the answer's [1], [2], ... point at, in that order (set by `synthesize`)
     usage: Annotated[Usage, operator.add]

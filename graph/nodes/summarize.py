@@ -88,14 +88,14 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     # The decline rule of extractive selection (no passage holds enough of the question's topic words, or a name
     # from the question is nowhere) costs microseconds and decides first, with or without a model.
     selected = [extractive_facts(ctx, query, w, limit, min_coverage, route) for w in windows]
-    gaps: list[str] = []
     unfound = [] if route.query_type == "deep_dive" or any(selected) else \
         unfound_things(state["question"], new, ctx.catalog.words())
     if unfound:  # of the things the question lists, some are nowhere in the evidence: answer for the others, say which
         selected = [extractive_facts(ctx, without(query, unfound), new, limit, min_coverage, route)]
-        if selected[0]:
-            gaps = [messages.line("not_found", ctx.language, missing=", ".join(unfound))]
-            emit(Step(gaps[0]))
+        if not selected[0]:
+            unfound = []
+        else:
+            emit(Step(messages.line("not_found", ctx.language, missing=", ".join(unfound))))
     tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))
     usage = Usage()
     if needs_model_summary(tokens, ctx.config.evidence_tokens, ctx.llm is not None):
@@ -109,5 +109,6 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     facts = [f for window_facts in selected for f in window_facts]
     emit(Step(messages.line("facts", ctx.language, n=len(facts), m=len(new))))
     # the selection over all evidence replaces the previous round's (a deep dive adds per window)
+    # `unfound` is this selection's: a later round that finds a listed thing takes it back
     return {"facts": facts if route.query_type == "deep_dive" else Overwrite(facts), "usage": usage,
-            "gaps": [g for g in gaps if g not in state["gaps"]]}
+            "unfound": unfound}

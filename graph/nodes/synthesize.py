@@ -85,6 +85,8 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     if ctx.llm is not None and not sides:  # what the model reads is all it may cite (a side reads a few passages)
         ledger = ledger.fit(ctx.config.evidence_tokens, ctx.config.passage_chars)
     gaps = state["gaps"]
+    if ledger and state["unfound"]:
+        gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(state["unfound"]))]
     if ledger and loop.verdict and loop.verdict.missing and loop.stop != "sufficient":
         gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(loop.verdict.missing))]
     system = ""
