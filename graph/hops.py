@@ -63,7 +63,8 @@ def entity_queries(question: str, focus: str, exclude: set[str]) -> list[str]:
 
 
 # Two named things a question lists side by side: "A or B", "A and B", "A, B", "A vs. B", "A en B", "A of B"
-_LISTED = (r"\s*(?:,\s*(?:(?:or|and|en|of)\s+)?|\s(?:or|and|en|of|vs\.?|versus)\s+)\s*"
+_JOIN = "or|and|en|of"
+_LISTED = (rf"\s*(?:,\s*(?:(?:{_JOIN})\s+)?|\s(?:{_JOIN}|vs\.?|versus)\s+)\s*"
            r"(?:(?:the|a|an|de|het|een)\s+)?")
 
 
@@ -86,7 +87,7 @@ def unfound_things(question: str, evidence: list[Evidence], exclude: set[str] | 
 def without(question: str, things: list[str]) -> str:
     """The question with `things` taken out (what is left to answer when they were not found)."""
     for thing in things:
-        question = re.sub(r"(?:\s*,\s*|\s+(?:or|and|en|of)\s+)?" + re.escape(thing), "", question, count=1)
+        question = re.sub(rf"(?:\s*,\s*|\s+(?:{_JOIN})\s+)?" + re.escape(thing), "", question, count=1)
     return " ".join(question.split())
 
 

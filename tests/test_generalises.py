@@ -194,15 +194,15 @@ async def test_the_official_article_is_cited_ahead_of_a_summary(nuclear: Context
     assert first.startswith("1. Kernenergiewet, Artikel 15aa") and "samenvatting" not in first, sources
 
 
+KANSAS = Evidence(id="wiki_a/university-of-kansas#0", collection="wiki_a", doc_id="university-of-kansas",
+                  title="University of Kansas", text=BRIDGE["wiki_a/university-of-kansas.md"].split("## Overview")[1])
 BRIDGE_QUESTION = "What is the fight song of the university whose main campus is in Lawrence, Kansas?"
 
 
 def test_first_hop_evidence_names_the_second_hop() -> None:
     """The passage that matches the question names the bridge ("Kansas Jayhawks"); the next query is that name
     with the question's words the passage does not hold."""
-    first = Evidence(id="wiki_a/university-of-kansas#0", collection="wiki_a", doc_id="university-of-kansas",
-                     title="University of Kansas", text=BRIDGE["wiki_a/university-of-kansas.md"].split("## Overview")[1])
-    queries = bridge_queries(BRIDGE_QUESTION, focus_terms(BRIDGE_QUESTION, BRIDGE_CATALOG.collections), [first], set())
+    queries = bridge_queries(BRIDGE_QUESTION, focus_terms(BRIDGE_QUESTION, BRIDGE_CATALOG.collections), [KANSAS], set())
     assert "Kansas Jayhawks fight song" in queries
 
 
@@ -222,10 +222,6 @@ async def test_an_overview_lists_documents_across_collections_once_each(bundled:
     entries = re.findall(r"^\d+\. (.+?) —", sources, re.M)
     documents = [e.split(",")[0] for e in entries]
     assert len(documents) == len(set(documents))  # one entry per document
-
-
-KANSAS = Evidence(id="wiki_a/university-of-kansas#0", collection="wiki_a", doc_id="university-of-kansas",
-                  title="University of Kansas", text=BRIDGE["wiki_a/university-of-kansas.md"].split("## Overview")[1])
 
 
 @pytest.mark.parametrize(("question", "unfound"), [
