@@ -20,7 +20,9 @@ from graph.build import build_graph
 from graph.collections import Catalog, Collection, load_catalog
 from graph.context import Context
 from graph.events import AnswerDelta, Step
+from graph.extractive import select_facts
 from graph.hops import bridge_queries, unfound_things
+from graph.language import detect_language
 from graph.mcp_client import DocumentClient
 from graph.models import Evidence, Turn
 from graph.prompts import Prompts
@@ -244,6 +246,46 @@ def test_the_listed_things_no_passage_names(question: str, unfound: list[str]) -
     assert unfound_things(question, [KANSAS, KANSAS.model_copy(update={"id": "x", "doc_id": "lawrence",
                                                                        "title": "Lawrence", "text": "A city."})]) \
         == unfound
+
+
+def _passage(doc_id: str, title: str, text: str) -> Evidence:
+    return Evidence(id=f"c/{doc_id}#0", collection="c", doc_id=doc_id, title=title, text=text)
+
+
+BORSSELE = _passage("borssele", "Kerncentrale Borssele", (
+    "De centrale blijft tot uiterlijk eind 2033 in bedrijf, onder voorwaarden. "
+    "Borssele moet behoren tot de 25 procent veiligste vergelijkbare kernreactoren in de westerse wereld. "
+    "De kerncentrale Borssele is de enige kerncentrale voor elektriciteitsproductie in Nederland. "
+    "Verbruikte splijtstof van Borssele wordt opgewerkt in Frankrijk; het afval gaat terug naar COVRA."))
+TREATY = _passage("cppnm", "Convention on the Physical Protection of Nuclear Material", (
+    "Each State Party shall apply the levels of physical protection of Annex I to material transported through "
+    "international waters or airspace. Storage takes place within an area under constant surveillance by guards. "
+    "Nothing in this article shall affect the jurisdiction of a State over its territorial sea. "
+    "Each State Party shall designate a central authority and a point of contact."))
+LICENCE = _passage("licence", "Vergunningverlening kerninstallaties", (
+    "De vergunninghouder vraagt een vergunning aan bij de ANVS. "
+    "De ANVS is het bevoegd gezag voor deze Kernenergiewetvergunningen. Een vergunning is persoonlijk; "
+    "overdracht aan een ander kan alleen met toestemming van de ANVS."))
+
+
+@pytest.mark.parametrize(("question", "answered"), [
+    # every topic word occurs in the passage, but the name meets none of the others in a sentence or the next
+    ("Hoeveel kernreactoren heeft Frankrijk in bedrijf?", False),
+    ("Hoeveel kernreactoren heeft Borssele in bedrijf?", True),
+    ("Wat gebeurt er in Frankrijk met verbruikte splijtstof?", True),
+    # a question naming nothing: half its words (at most three) in one sentence
+    ("What is the boiling point of water at sea level?", False),
+    ("What levels of physical protection apply to transport?", True),
+    # the name in one sentence, what is said of it in the next
+    ("Mag een vergunninghouder zijn Kernenergiewetvergunning aan een ander overdragen?", True),
+    ("Welke ANVS eisen gelden voor windturbines?", False),
+])
+def test_topic_words_must_meet_in_the_text(question: str, answered: bool) -> None:
+    """The decline rule of the offline selection: a passage that holds the question's words scattered over
+    unrelated sentences does not answer it (unanswerable questions of the gold set, with the laws ingested)."""
+    facts = select_facts(question, [BORSSELE, TREATY, LICENCE], 4, language=detect_language(question),
+                         spread=False)
+    assert bool(facts) == answered, facts
 
 
 @pytest.mark.asyncio
