@@ -139,9 +139,9 @@ def select_facts(
     if pair is not None and pair[0] >= PAIR_COVERAGE:  # a question through two linked passages (a bridge): when
         best = max(best, pair[0])  # together they hold (nearly) all of its topic words, both count
     if min_coverage:
-        found = set().union(*stems)
+        found, topic = set().union(*stems), set().union(*query)
         names = [named for word in entity_words(question)
-                 if (named := {s for group in analyze(word) for s in group}) and named <= set().union(*query)]
+                 if (named := {s for group in analyze(word) for s in group}) and named <= topic]
         if any(not named & found for named in names):
             return []
         if best < min_coverage or not _focused(query, names, ledger, glossary):
