@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from functools import lru_cache
 
 from graph import messages
 from graph.glossary import Glossary
@@ -29,13 +30,14 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def stems_of(text: str, glossary: Glossary | None = None) -> set[str]:
+@lru_cache(maxsize=4096)  # a passage's sentences are stemmed by the decline rules, the ranking and the covering
+def stems_of(text: str, glossary: Glossary | None = None) -> frozenset[str]:
     """The stems of a text's words, and the glossary concepts it mentions (so "safety culture" in a passage
     matches a question's "veiligheidscultuur")."""
     if not text.strip():
-        return set()
+        return frozenset()
     tokens = analyze(text)
-    return set().union(*tokens) | (glossary.concepts(tokens) if glossary else set())
+    return frozenset().union(*tokens) | (glossary.concepts(tokens) if glossary else frozenset())
 
 
 # Question words carry no topic: they must not make an off-topic passage look relevant.
@@ -94,7 +96,7 @@ def article_bonus(evidence: Evidence, article: str) -> float:
     return ARTICLE_BONUS / 2 if evidence.summary else ARTICLE_BONUS
 
 
-def weighted_coverage(query: list[frozenset[str]], passages: list[set[str]]) -> list[float]:
+def weighted_coverage(query: list[frozenset[str]], passages: list[frozenset[str]]) -> list[float]:
     """Per passage, the IDF-weighted share of the query's topic words it contains (a word in every passage
     counts little, a rare name much): comparable across collections, unlike the servers' own scores."""
     n = len(passages)
@@ -251,7 +253,7 @@ def _linked(a: Evidence, b: Evidence, question: str) -> bool:
     return bool(in_a - in_b) and bool(in_b - in_a)
 
 
-def best_pair(query: list[frozenset[str]], stems: list[set[str]], ledger: list[Evidence], question: str
+def best_pair(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
               ) -> tuple[float, tuple[int, int]] | None:
     """The two linked passages (`_linked`) that together hold the largest share of the query's topic words (a
     bridge question's words are spread over the passage that names the bridge and the one about it); None when

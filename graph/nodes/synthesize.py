@@ -15,6 +15,7 @@ from graph.events import Finished, SourceFound, Step, Unsupported, UsageEvent, d
 from graph.extractive import template_answer
 from graph.ledger import Ledger, answer_order, cut_at_word
 from graph.llm import LLMError
+from graph.loop import Loop
 from graph.models import Evidence, Route, Usage
 from graph.routing import side_by_side
 from graph.state import State
@@ -78,6 +79,13 @@ def check_claims(setting: str, high_stakes: bool) -> bool:
     return setting == "on" or (setting == "auto" and high_stakes)
 
 
+def not_found(unfound: list[str], loop: Loop) -> list[str]:
+    """What the answer's one not-found line names: things the question lists that no passage names, then the
+    sources research ended without (unless it ended satisfied)."""
+    missing = loop.verdict.missing if loop.verdict and loop.stop != "sufficient" else []
+    return list(dict.fromkeys(unfound + missing))
+
+
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit)
@@ -85,10 +93,9 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     if ctx.llm is not None and not sides:  # what the model reads is all it may cite (a side reads a few passages)
         ledger = ledger.fit(ctx.config.evidence_tokens, ctx.config.passage_chars)
     gaps = state["gaps"]
-    if ledger and state["unfound"]:
-        gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(state["unfound"]))]
-    if ledger and loop.verdict and loop.verdict.missing and loop.stop != "sufficient":
-        gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(loop.verdict.missing))]
+    missing = not_found(state["unfound"], loop)
+    if ledger and missing:
+        gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(missing))]
     system = ""
     if ctx.llm is not None:
         style = ctx.prompts.render(f"style_{answer_style(route)}", ctx.language)
