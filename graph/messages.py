@@ -19,6 +19,8 @@ _LINES: dict[str, dict[Language, str]] = {
     "dependent": {"nl": "Vervolgdeelvragen met eerdere bevindingen: {items}", "en": "Dependent sub-questions with earlier findings: {items}"},
     "hops": {"nl": "Vervolgzoekvragen uit het gevonden bewijs: {queries}",
              "en": "Follow-up searches from the evidence found: {queries}"},
+    "translated": {"nl": "{coll}: zoekvraag in het {target} geschreven door het taalmodel: “{query}”",
+                   "en": "{coll}: search query written in {target} by the language model: “{query}”"},
     "round": {"nl": "Aanvullend onderzoek (ronde {n}): {items}", "en": "Further research (round {n}): {items}"},
     "verdict": {"nl": "Beoordeling: {status}", "en": "Assessment: {status}"},
     "verdict_missing": {"nl": "Beoordeling: {status}; ontbreekt: {missing}", "en": "Assessment: {status}; missing: {missing}"},
@@ -159,8 +161,18 @@ _STEPS: dict[str, dict[Language, str]] = {
     "condense": {"nl": "het samenvatten per bron", "en": "summarising per source"},
     "summarize": {"nl": "het samenvatten", "en": "summarising"},
     "judge": {"nl": "de beoordeling", "en": "the assessment"},
+    "translate": {"nl": "het vertalen van zoekvragen", "en": "translating search queries"},
     "synthesize": {"nl": "het antwoord", "en": "the answer"},
 }
+
+
+_LANGUAGES: dict[Language, dict[Language, str]] = {"nl": {"nl": "Nederlands", "en": "Dutch"},
+                                                   "en": {"nl": "Engels", "en": "English"}}
+
+
+def language_name(language: Language, in_language: Language) -> str:
+    """The name of `language` in `in_language` ("en" in Dutch: "Engels")."""
+    return _LANGUAGES[language][in_language]
 
 
 def step_label(step: str, language: Language) -> str:

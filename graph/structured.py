@@ -1,5 +1,5 @@
 """The one path for fast-model calls whose reply the pipeline reads (route, rewrite, decompose, condense,
-summarize, judge): the call, its usage, reading the reply and the fallback report all happen here.
+summarize, judge, translate): the call, its usage, reading the reply and the fallback report all happen here.
 
 A step passes its name, its prompt and the pydantic model of the reply it expects, plus `accept`, which
 turns a reply that fits the model into the step's result and raises `ValueError` when its meaning does not

@@ -90,10 +90,10 @@ def test_redis_cache_is_shared_by_workers(service, fake_llm: FakeLLM, redis_url:
     script(fake_llm)
     worker_a = service(llm_base_url=fake_llm.base_url, response_cache=True, redis_url=redis_url)
     worker_b = service(llm_base_url=fake_llm.base_url, response_cache=True, redis_url=redis_url)
-    question = f"{QUESTION} ({time.time_ns()})"  # fresh key in a shared server
-    _, first = ask(worker_a, question)
+    key = f"k{time.time_ns()}"  # a fresh cache key (the caller's) in a shared server, for the same question
+    _, first = ask(worker_a, key=key)
     calls = fake_llm.calls
-    think, second = ask(worker_b, question)
+    think, second = ask(worker_b, key=key)
     assert fake_llm.calls == calls and second == first and "cache" in think
     assert httpx.get(worker_b + "/health/ready").json()["cache"] == {
         "backend": "redis", "reachable": True, "hits": 1, "misses": 0}

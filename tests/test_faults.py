@@ -26,11 +26,12 @@ MARKERS = {
     "decompose": "Splits de vraag op in deelvragen",
     "condense": "Je bent een onderzoeksagent",
     "judge": "Beoordeel of de kernfeiten",
+    "translate": "Vertaal elke zoekvraag hieronder",
     "summarize": "Antwoord uitsluitend met JSON",
     "synthesize": "Je bent NEO NL",
 }
 QUESTIONS = {"route": AMBIGUOUS, "decompose": COMPARATIVE, "condense": COMPARATIVE, "judge": COMPARATIVE,
-             "summarize": QUESTION, "synthesize": QUESTION}
+             "translate": COMPARATIVE, "summarize": QUESTION, "synthesize": QUESTION}
 FAULTS = {
     "500": Reply(status=500),
     "429": Reply(status=429, headers={"Retry-After": "0"}),
@@ -52,6 +53,10 @@ def good_script(fake: FakeLLM, skip: str | None = None, anvs_facts: bool = True)
         "summarize": Reply(text=json.dumps({"facts": [{"fact": "Feit uit de bron.", "sources": [1]}]})),
         "synthesize": Reply(text="Het antwoord staat in de bronnen [1]."),
     }
+    if skip == "translate":  # the IAEA side finds nothing and the judge asks for it: a round on an English collection
+        fake.when_contains("Bron: IAEA\n", Reply(text='{"facts": []}'))
+        fake.when_contains(MARKERS["judge"], Reply(text=json.dumps({"status": "partial", "missing": [
+            {"source": "IAEA", "query": "IAEA veiligheidscultuur leiderschap"}]})), times=1)
     if skip != "condense":
         if not anvs_facts:  # an ANVS sub-agent without facts makes the judge necessary
             fake.when_contains("Bron: ANVS\n", Reply(text='{"facts": []}'))
@@ -92,7 +97,7 @@ def test_upstream_fault_in_every_phase(faulty, fake_llm: FakeLLM, phase: str, fa
         pytest.skip("the answer is free text: there is no JSON to break")
     base, baseline = faulty
     fake_llm.when_contains(MARKERS[phase], FAULTS[fault])
-    good_script(fake_llm, skip=phase, anvs_facts=phase != "judge")
+    good_script(fake_llm, skip=phase, anvs_facts=phase not in ("judge", "translate"))
     response = httpx.post(base + "/v1/chat/completions", timeout=REQUEST_TIMEOUT_S + 5, json={
         "model": "neo-nl-agent", "stream": True, "messages": [{"role": "user", "content": QUESTIONS[phase]}]})
     payloads = sse_events(response)

@@ -25,6 +25,7 @@ from graph.hops import bridge_queries, unfound_things
 from graph.language import detect_language
 from graph.mcp_client import DocumentClient
 from graph.models import Evidence, Turn
+from graph.nodes.plan import Translation, accept_translation
 from graph.prompts import Prompts
 from graph.routing import focus_terms
 from graph.runner import run_pipeline, start
@@ -297,3 +298,27 @@ async def test_a_question_about_two_things_is_answered_for_the_one_found(bridge:
     assert "Not (fully) found in the sources: Miskatonic University." in body and "Lawrence" in body.split("Not")[0]
     assert "University of Kansas" in cited_titles(sources)
     assert any("Miskatonic University" in s and s.startswith("Not (fully) found") for s in steps)
+
+
+# (query, the model's translation, accepted): a translation keeps the query's names, numbers and field terms
+TRANSLATIONS = [
+    ("IAEA veiligheidscultuur leiderschap", "IAEA safety culture leadership", True),
+    ("vervalt vergunning kerncentrale Borssele", "expiry of the licence of nuclear power plant Borssele", True),
+    ("vervalt vergunning kerncentrale Borssele", "What is the name of the central bank that issued a licence?", False),
+    ("eisen veiligheidscultuur leiderschap", "security culture leadership requirements", False),  # another concept
+    ("ontwerpbasisdreiging DBT kerncentrale", "design basis threat nuclear power plant", False),  # DBT dropped
+    ("melding binnen 24 uur", "reporting within 24 hours", True),
+    ("melding binnen 24 uur", "reporting within one day", False),  # the number changed
+    ("eisen veiligheidscultuur", "eisen veiligheidscultuur", False),  # not translated
+]
+
+
+@pytest.mark.parametrize(("query", "wording", "accepted"), TRANSLATIONS)
+def test_a_model_translation_keeps_names_numbers_and_field_terms(query: str, wording: str, accepted: bool) -> None:
+    out = accept_translation(Translation(queries=[wording]), [query], CATALOG.glossary)
+    assert out == [wording if accepted else None]
+
+
+def test_a_translation_with_another_number_of_queries_is_invalid() -> None:
+    with pytest.raises(ValueError):
+        accept_translation(Translation(queries=["a query", "another"]), ["één zoekvraag"], CATALOG.glossary)

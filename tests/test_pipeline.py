@@ -22,6 +22,7 @@ from graph.llm import LLMClient, LLMError
 from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, refine
 from graph.mcp_client import DocumentClient
 from graph.models import Fact, ResearchTask, Turn, Verdict
+from graph.nodes.synthesize import not_found
 from graph.prompts import Prompts
 from graph.routing import focus_terms, heuristic_route, is_follow_up, standalone
 from graph.runner import run_pipeline, start
@@ -188,6 +189,23 @@ def test_loop_decisions(loop, verdict, kind, new, failed, limits, expected) -> N
     assert (decision.stop, [t.id for t in decision.tasks]) == expected
     assert decision.stop is None or not decision.tasks  # stopping never carries tasks, going on always does
     assert decision.stop is not None or decision.tasks
+
+
+NOT_FOUND_TABLE = [
+    # (things no passage names, verdict's missing sources, how research stopped) -> the one not-found line's items
+    ([], [], "sufficient", []),
+    (["Miskatonic University"], [], "sufficient", ["Miskatonic University"]),
+    ([], ["ANVS"], "max_rounds", ["ANVS"]),
+    ([], ["ANVS"], "sufficient", []),  # a source the judge missed earlier, found in the end
+    (["Miskatonic University"], ["ANVS"], "nothing_left", ["Miskatonic University", "ANVS"]),
+    (["ANVS"], ["ANVS"], "budget", ["ANVS"]),
+]
+
+
+@pytest.mark.parametrize(("unfound", "missing", "stop", "expected"), NOT_FOUND_TABLE)
+def test_one_not_found_line(unfound, missing, stop, expected) -> None:
+    loop = Loop(verdict=Verdict(status="partial", missing=missing), stop=stop)
+    assert not_found(unfound, loop) == expected
 
 
 def test_loop_after_a_decision() -> None:
@@ -441,6 +459,43 @@ async def test_a_correction_round_never_repeats_a_query_on_a_collection(docs, ll
     searches = [s for s in steps if "zoeken naar" in s]
     assert len(searches) == len(set(searches)) == 3  # two sides, then the refined query once
     assert "Onderzoek gestopt: niets meer om aanvullend te onderzoeken" in steps
+
+
+@pytest.mark.asyncio
+async def test_a_correction_round_on_an_english_collection_searches_the_models_english_query(
+        docs, llm, fake_llm: FakeLLM) -> None:
+    """Issue 16: with a model, the query of a correction round on a collection in another language than the
+    question is written by the fast model in that language (one call, only for a round that runs); the query it
+    replaces is still searched after it. The judge and decomposition prompts name each source's language."""
+    fake_llm.when_contains("Vertaal elke zoekvraag hieronder", Reply(text='{"queries": ["IAEA safety culture leadership"]}'))
+    fake_llm.when_contains("Splits de vraag op in deelvragen", Reply(text=_decomposition))
+    fake_llm.when_contains("Bron: IAEA\n", Reply(text='{"facts": []}'))
+    fake_llm.when_contains("Je bent een onderzoeksagent", Reply(
+        text=json.dumps({"facts": [{"fact": "ANVS-feit.", "sources": [1]}]})))
+    fake_llm.when_contains("Beoordeel of de kernfeiten", Reply(text=json.dumps(
+        {"status": "partial", "missing": [{"source": "IAEA (Engels)", "aspect": "x",
+                                           "query": "IAEA veiligheidscultuur leiderschap"}]})), times=1)
+    fake_llm.when_contains("Beoordeel of de kernfeiten", Reply(text='{"status": "sufficient", "missing": []}'))
+    fake_llm.when_contains("Je bent NEO NL", Reply(text="Alleen ANVS [1]."))
+    _, steps, _, _ = await _run(SEED_COMPARATIVE, _context(docs, llm, max_iterations=2, model_decompose=True,
+                                                            model_condense=True))
+    prompts = [r["messages"][-1]["content"] for r in fake_llm.requests]
+    assert "- iaea: IAEA (Engels) —" in next(p for p in prompts if "Splits de vraag" in p)
+    assert "IAEA (Engels)" in next(p for p in prompts if "Beoordeel of de kernfeiten" in p)
+    translate = [p for p in prompts if "Vertaal elke zoekvraag hieronder" in p]
+    assert len(translate) == 1 and "het Engels" in translate[0] and "- IAEA veiligheidscultuur leiderschap" in translate[0]
+    assert "IAEA: zoekvraag in het Engels geschreven door het taalmodel: “IAEA safety culture leadership”" in steps
+    searches = [s for s in steps if s.startswith("IAEA: zoeken naar")]
+    assert len(searches) == 2  # the model's query first, the judge's after it, in the same round
+    assert searches[1].startswith("IAEA: zoeken naar “IAEA safety culture leadership · IAEA veiligheidscultuur leiderschap")
+
+
+@pytest.mark.asyncio
+async def test_no_translation_without_a_round_or_for_a_collection_in_the_questions_language(
+        docs, llm, fake_llm: FakeLLM) -> None:
+    _anvs_side_finds_nothing(fake_llm, "partial", "ANVS veiligheidscultuur leiderschap")  # ANVS is Dutch
+    await _run(SEED_COMPARATIVE, _context(docs, llm, max_iterations=2, model_decompose=True, model_condense=True))
+    assert not any("Vertaal elke zoekvraag" in r["messages"][-1]["content"] for r in fake_llm.requests)
 
 
 @pytest.mark.asyncio

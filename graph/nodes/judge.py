@@ -21,9 +21,11 @@ from graph.loop import (
     failed_collections,
     follow_up_tasks,
     rules_verdict,
+    untried,
     with_findings,
 )
 from graph.models import ResearchTask, Status, Usage, Verdict
+from graph.nodes.plan import in_language_by_model
 from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
@@ -45,7 +47,7 @@ def accept_verdict(reply: JudgeReply, tasks: list[ResearchTask]) -> Verdict:
     missing, queries = [], {}
     for item in reply.missing:
         item = Missing(source=item) if isinstance(item, str) else item
-        task = by_label.get(item.source.lower())
+        task = by_label.get(item.source.split(" (")[0].strip().lower())  # the prompt lists "IAEA (English)"
         if task:
             missing.append(task.label)
             if item.query:
@@ -67,6 +69,13 @@ def alternatives(tasks: list[ResearchTask], ctx: Context) -> dict[str, list[str]
     return out
 
 
+def sources(tasks: list[ResearchTask], ctx: Context) -> list[str]:
+    """The researched sources as the judging prompt names them: label and the language of its documents, so that
+    a refined query is written in that language."""
+    return [f"{t.label} ({messages.language_name(ctx.catalog.language(t.collection) or ctx.language, ctx.language)})"
+            for t in tasks]
+
+
 async def judge(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     language, facts, evidence = ctx.language, state["facts"], state["evidence"]
@@ -78,7 +87,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
     if verdict is None and ctx.llm is not None:
         prompt = ctx.prompts.render("judge", language, question=state["question"],
                                     facts="\n".join(f"- {f.text}" for f in facts),
-                                    sources=", ".join(t.label for t in loop.tasks))
+                                    sources=", ".join(sources(loop.tasks, ctx)))
         verdict, usage = await ask_json(ctx, "judge", prompt, JudgeReply, lambda reply: accept_verdict(reply, loop.tasks),
                                         max_tokens=300)
     if verdict is None:
@@ -108,6 +117,9 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
     # sub-questions that waited for earlier findings are sharpened with them; the rest are refinements
     ready = [with_findings(t, loop.tasks, facts, evidence) for t in decision.tasks if t.after]
     refined = [t for t in decision.tasks if not t.after]
+    if loop.round == 1:  # the first correction round searches other-language collections in their language
+        refined, translating = await in_language_by_model(refined, ctx)
+        refined, usage = untried(refined, loop.tried), usage + translating
     if ready:
         emit(Step(messages.line("dependent", language, items=", ".join(f"{t.label}: {t.query}" for t in ready))))
     if refined:

@@ -4,17 +4,22 @@ the loop's decision (`graph/loop.py`)."""
 
 from __future__ import annotations
 
+import re
+from functools import partial
+
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
 from graph import messages
 from graph.context import Context
 from graph.events import Step, emit
+from graph.glossary import Glossary
 from graph.hops import entity_queries
-from graph.models import ResearchTask, Route, Usage
+from graph.models import Language, ResearchTask, Route, Usage
 from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
+from textkit import analyze
 
 
 class SubQuestion(BaseModel):
@@ -25,6 +30,10 @@ class SubQuestion(BaseModel):
 
 class Decomposition(BaseModel):
     sub_questions: list[SubQuestion] = Field(min_length=1, max_length=5)
+
+
+class Translation(BaseModel):
+    queries: list[str] = Field(min_length=1, max_length=8)
 
 
 def source_query(query: str, name: str, route: Route, ctx: Context) -> str:
@@ -41,6 +50,70 @@ def in_language(query: str, collection: str, ctx: Context) -> str:
     wordings in that language ("veiligheidscultuur" -> "veiligheidscultuur safety culture")."""
     language = ctx.catalog.language(collection)
     return ctx.catalog.glossary.expand(query, language) if language and language != ctx.language else query
+
+
+def kept(query: str, glossary: Glossary) -> set[str]:
+    """What a translation must keep of a query: its numbers, its capitalised words after the first (and an
+    abbreviation or number in first place: "Borssele", "DBT", "2033") and the glossary's concepts it mentions
+    (as `≈n`: "kerncentrale" must come back as "nuclear power plant", not as "central")."""
+    words = re.findall(r"[\w'/.-]+", query)
+    names = {w.lower() for i, w in enumerate(words)
+             if any(c.isdigit() for c in w) or (w[:1].isupper() and (i > 0 or w.isupper()))}
+    return names | glossary.concepts(analyze(query))
+
+
+def accept_translation(reply: Translation, queries: list[str], glossary: Glossary) -> list[str | None]:
+    """Per query asked for, its translation when it is a short line that keeps what `kept` says, else None: a
+    small model drops or invents names and terms ("vervalt vergunning kerncentrale Borssele" came back as a
+    question about a central bank, "veiligheidscultuur" as a neighbouring concept of the glossary). The reply
+    must hold as many queries as were asked for."""
+    if len(reply.queries) != len(queries):
+        raise ValueError("translation does not match the queries asked for")
+    out: list[str | None] = []
+    for query, wording in zip(queries, reply.queries, strict=True):
+        wording = " ".join(wording.split())
+        has = {w.lower() for w in re.findall(r"[\w'/.-]+", wording)} | glossary.concepts(analyze(wording))
+        usable = 3 <= len(wording) <= 200 and wording.lower() != query.lower() and kept(query, glossary) <= has
+        out.append(wording if usable else None)
+    return out
+
+
+async def in_language_by_model(tasks: list[ResearchTask], ctx: Context) -> tuple[list[ResearchTask], Usage]:
+    """With a model, the tasks of a correction round on collections whose documents are in another language than
+    the question get a query the fast model wrote in that language: one call per language, for a round that
+    runs anyway (`judge` asks only for the first correction round, so a request pays it once; the first
+    round's glossary wording, `in_language`, costs nothing). The query the round had becomes the task's next
+    query."""
+    if ctx.llm is None:
+        return tasks, Usage()
+    usage, wordings, glossary = Usage(), {}, ctx.catalog.glossary
+    foreign: dict[Language, list[str]] = {}
+    for task in tasks:
+        target = ctx.catalog.language(task.collection)
+        if task.id.endswith("+"):  # a second hop searches names found in the evidence: nothing to translate
+            continue
+        if target and target != ctx.language and task.query not in foreign.setdefault(target, []):
+            foreign[target].append(task.query)
+    for target, queries in foreign.items():
+        prompt = ctx.prompts.render("translate", ctx.language, source=messages.language_name(ctx.language, ctx.language),
+                                    target=messages.language_name(target, ctx.language),
+                                    queries="\n".join(f"- {q}" for q in queries))
+        value, used = await ctx.cached("translate", (queries, target), partial(
+            ask_json, ctx, "translate", prompt, Translation, partial(accept_translation, queries=queries, glossary=glossary),
+            max_tokens=200))
+        usage += used
+        wordings.update({(target, query): wording for query, wording in zip(queries, value or [None] * len(queries),
+                                                                             strict=True)})
+    out = []
+    for task in tasks:
+        target = ctx.catalog.language(task.collection)
+        wording = wordings.get((target, task.query)) if target and not task.id.endswith("+") else None
+        if wording:
+            emit(Step(messages.line("translated", ctx.language, coll=task.label, query=wording,
+                                    target=messages.language_name(target, ctx.language))))
+            task = task.model_copy(update={"query": wording, "extra": [task.query, *task.extra]})
+        out.append(task)
+    return out, usage
 
 
 def template_tasks(route: Route, ctx: Context, doc_ids: dict[str, list[str]] | None = None,
@@ -100,7 +173,8 @@ async def decompose(question: str, route: Route, ctx: Context) -> tuple[list[Res
     if ctx.llm is None or not ctx.config.model_decompose or len(route.collections) < 2:
         return template_tasks(route, ctx), Usage()
     sources = "\n".join(
-        f"- {c.name}: {c.display_name} — {c.focus}" for c in ctx.catalog.collections if c.name in route.collections
+        f"- {c.name}: {c.display_name} ({messages.language_name(c.language or ctx.language, ctx.language)}) — {c.focus}"
+        for c in ctx.catalog.collections if c.name in route.collections
     )
     prompt = ctx.prompts.render("decompose", ctx.language, question=question, sources=sources)
 
