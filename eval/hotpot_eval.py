@@ -168,6 +168,13 @@ def _share(found: frozenset[str], o: Outcome) -> float:
     return len(found & o.pooled_gold) / len(o.pooled_gold)
 
 
+def _unasked(o: Outcome) -> bool:
+    """The answer is neither yes/no nor words of the question: "Who is older, A or B?" is answered "A", and a
+    text that merely names A "contains the answer"."""
+    answer = hotpot.normalize_answer(o.question["answer"])
+    return answer not in ("yes", "no") and not hotpot.answer_found(o.question["answer"], o.question["question"])
+
+
 def pipeline_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
     """The pipeline's figures for a group of questions, raw and attainable (see the module docstring)."""
     both = [o for o in outcomes if o.all_gold_in_pool]
@@ -184,6 +191,8 @@ def pipeline_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "answer_present": _mean([hotpot.answer_found(o.question["answer"], o.prediction) for o in outcomes]),
         "answer_present_attainable": _mean([hotpot.answer_found(o.question["answer"], o.prediction)
                                             for o in readable]),
+        "answer_present_unasked": _mean([hotpot.answer_found(o.question["answer"], o.prediction)
+                                         for o in outcomes if _unasked(o)]),
         "em": _mean([hotpot.exact_match(o.prediction, o.question["answer"]) for o in outcomes]),
         "f1": _mean([hotpot.f1_score(o.prediction, o.question["answer"]) for o in outcomes]),
         "declined": _mean([o.declined for o in outcomes]),
@@ -205,6 +214,7 @@ def baseline_metrics(outcomes: Sequence[Outcome]) -> dict[str, float]:
         "gold_top5_attainable": _mean([_share(frozenset(o.top), o) for o in some]),
         "answer_top3": _mean([o.answer_in_top[0] for o in outcomes]),
         "answer_top3_attainable": _mean([o.answer_in_top[0] for o in readable]),
+        "answer_top3_unasked": _mean([o.answer_in_top[0] for o in outcomes if _unasked(o)]),
         "answer_top5": _mean([o.answer_in_top[1] for o in outcomes]),
         "answer_top5_attainable": _mean([o.answer_in_top[1] for o in readable]),
     }
@@ -287,6 +297,7 @@ PIPELINE_ROWS = [  # label, key, format
     ("… attainable: share of gold articles in the pool", "gold_cited_attainable", ".3f"),
     ("Answer present", "answer_present", ".3f"),
     ("… attainable: of questions with the answer in the pool", "answer_present_attainable", ".3f"),
+    ("… of questions whose answer is not yes/no nor in the question", "answer_present_unasked", ".3f"),
     ("Exact match (EM)", "em", ".3f"),
     ("Token F1", "f1", ".3f"),
     ("Declined", "declined", ".3f"),
@@ -300,6 +311,7 @@ BASELINE_ROWS = [
     ("… attainable: share of gold articles in the pool", "gold_top5_attainable", ".3f"),
     ("Answer in the top 3 paragraphs", "answer_top3", ".3f"),
     ("… attainable: of questions with the answer in the pool", "answer_top3_attainable", ".3f"),
+    ("… of questions whose answer is not yes/no nor in the question", "answer_top3_unasked", ".3f"),
     ("Answer in the top 5 paragraphs", "answer_top5", ".3f"),
     ("… attainable: of questions with the answer in the pool", "answer_top5_attainable", ".3f"),
 ]
@@ -363,7 +375,9 @@ def report_lines(summary: dict[str, Any], path: Path) -> list[str]:
         "Gold articles: the two supporting articles of a question. Retrieved: among the documents of the "
         "evidence. Cited: among the documents the answer's `[n]` point at. Answer present: the normalised gold "
         "answer occurs in the answer body (for a yes/no answer that is the word occurring anywhere in the "
-        "extracted sentences, so it says little). EM and token F1 as in `hotpot_evaluate_v1.py`, with the answer body "
+        "extracted sentences, so it says little; likewise for a comparison answered by one of the names it lists, "
+        "which any sentence naming it holds: the row \"of questions whose answer is not yes/no nor in the "
+        "question\" leaves both out). EM and token F1 as in `hotpot_evaluate_v1.py`, with the answer body "
         "(no sources list, no `[n]`) as the prediction: an offline answer is a set of extracted sentences, so EM "
         "is about 0 and F1 low by construction. The baseline is one BM25 search of the question over the whole "
         "pool as a single collection, top 5 documents (one paragraph each).", "",

@@ -68,26 +68,42 @@ _LISTED = (rf"\s*(?:,\s*(?:(?:{_JOIN})\s+)?|\s(?:{_JOIN}|vs\.?|versus)\s+)\s*"
            r"(?:(?:the|a|an|de|het|een)\s+)?")
 
 
+def listed_things(question: str, exclude: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The named things a question lists side by side ("Who is older, Ferdi Taygan or Mahesh Bhupathi?"), in
+    order; empty for a question about one thing."""
+    found = names(question, exclude)
+    pairs = [(a, b) for a, b in zip(found, found[1:], strict=False)
+             if re.search(re.escape(a) + _LISTED + re.escape(b), question)]
+    return list(dict.fromkeys(name for pair in pairs for name in pair))
+
+
+def named_in_full(things: list[str], evidence: list[Evidence]) -> dict[str, bool]:
+    """Per thing, whether a passage (with its title) holds all of its words."""
+    passages = [stems_of(f"{e.title} {e.text}") for e in evidence]
+    return {n: any(all(t & p for t in terms) for p in passages) for n in things if (terms := query_terms(n))}
+
+
 def unfound_things(question: str, evidence: list[Evidence], exclude: set[str] | frozenset[str] = frozenset()
                    ) -> list[str]:
     """The things a question lists side by side ("Which band is from England, Fireflight or Dirty Pretty
     Things?") that no passage names in full, when another listed thing is named in full by one: the question
     can then be answered in part, saying what was not found, instead of being declined. Empty for a question
     about one thing, or when none or all of the listed things are found."""
-    found = names(question, exclude)
-    pairs = [(a, b) for a, b in zip(found, found[1:], strict=False)
-             if re.search(re.escape(a) + _LISTED + re.escape(b), question)]
-    listed = list(dict.fromkeys(name for pair in pairs for name in pair))
-    passages = [stems_of(f"{e.title} {e.text}") for e in evidence]
-    named = {n: any(all(t & p for t in terms) for p in passages) for n in listed if (terms := query_terms(n))}
+    named = named_in_full(listed_things(question, exclude), evidence)
     unfound = [n for n, ok in named.items() if not ok]
     return unfound if unfound and len(unfound) < len(named) else []
 
 
 def without(question: str, things: list[str]) -> str:
-    """The question with `things` taken out (what is left to answer when they were not found)."""
+    """The question with `things` taken out (what is left to answer when they were not found); in a keyword
+    query, which has lost a name's small words ("LaLee's Kin Legacy Cotton"), the name's other words."""
     for thing in things:
-        question = re.sub(rf"(?:\s*,\s*|\s+(?:{_JOIN})\s+)?" + re.escape(thing), "", question, count=1)
+        pattern = rf"(?:\s*,\s*|\s+(?:{_JOIN})\s+)?" + re.escape(thing)
+        if re.search(pattern, question):
+            question = re.sub(pattern, "", question, count=1)
+        else:
+            for word in (w for w in re.findall(r"[\w'’.&/-]+", thing) if w.lower() not in STOPWORDS):
+                question = re.sub(rf"(?<![\w'’]){re.escape(word)}(?![\w'’])", "", question, count=1)
     return " ".join(question.split())
 
 

@@ -143,6 +143,7 @@ def test_ceilings_attainable_metrics_and_targets() -> None:
     assert (base["both_top5"], base["both_top5_attainable"]) == (0.0, 0.0)
     assert base["gold_top5"] == 0.375 and base["gold_top5_attainable"] == pytest.approx(2.5 / 3, abs=1e-4)
     assert (base["answer_top3"], base["answer_top3_attainable"]) == (0.25, 0.5)
+    assert (pipeline["answer_present_unasked"], base["answer_top3_unasked"]) == (0.5, 0.25)  # no answer is asked
     assert (base["answer_top5"], base["answer_top5_attainable"]) == (0.5, 1.0)
     assert test["pipeline"]["comparison"]["both_retrieved_attainable"] is None  # no question: JSON null, not NaN
     json.dumps(summary, allow_nan=False)
@@ -195,3 +196,13 @@ async def test_offline_hotpot_on_a_few_questions(capsys: pytest.CaptureFixture[s
     assert base["all"]["one_top5"] >= 0.5  # plain BM25 finds a gold article for most questions
     assert pipeline["all"]["em"] <= pipeline["all"]["f1"] <= 1
     assert all(isinstance(t["met"], bool) for t in summary["tune"]["targets"].values())
+
+
+def test_an_answer_the_question_names_is_counted_apart() -> None:
+    """"Who is older, Lee Pace or Ann Ray?" is answered "Lee Pace": any text naming him contains the answer."""
+    named = {**QUESTIONS[0], "id": "q5", "question": "Who is older, Lee Pace or Ann Ray?"}
+    yes = {**QUESTIONS[1], "id": "q6", "question": "Are both from Texas?", "answer": "yes"}
+    outcomes = [_asked("test", q, set(), set(), text, (), (True, True))
+                for q, text in ((named, "Lee Pace acted."), (yes, "yes"), (QUESTIONS[3], "Oslo"), (QUESTIONS[2], ""))]
+    pipeline = hotpot_eval.pipeline_metrics(outcomes)
+    assert pipeline["answer_present"] == 0.75 and pipeline["answer_present_unasked"] == 0.5

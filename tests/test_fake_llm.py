@@ -272,6 +272,7 @@ async def test_peak_in_flight(fake: FakeLLM) -> None:
         )
     assert [r.choices[0].message.content for r in results] == ["OK"] * 5
     assert fake.peak_in_flight == 5
+    assert await fake.wait_idle(2.0)  # the server's bookkeeping may finish just after the client has its reply
     assert fake.in_flight == 0
     assert fake.disconnects == 0
 

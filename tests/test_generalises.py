@@ -300,6 +300,39 @@ async def test_a_question_about_two_things_is_answered_for_the_one_found(bridge:
     assert any("Miskatonic University" in s and s.startswith("Not (fully) found") for s in steps)
 
 
+PEOPLE = {  # a HotpotQA comparison: each passage is about one of the two people compared
+    "wiki_a/ferdi-taygan.md": _doc("ferdi-taygan", "Ferdi Taygan", """
+## Life
+
+Ferdi Taygan (born December 5, 1956) is a former professional tennis player from the United States.
+""", language="en"),
+    "wiki_b/tennis-in-india.md": _doc("tennis-in-india", "Tennis in India", """
+## Players
+
+Mahesh Bhupathi (born 7 June 1974) is a retired professional tennis player from India.
+""", language="en"),
+    "wiki_b/davis-cup.md": _doc("davis-cup", "Davis Cup", """
+## Overview
+
+The Davis Cup is the premier international team event in men's tennis, first held in 1900.
+""", language="en"),
+}
+
+
+@pytest.mark.asyncio
+async def test_a_question_listing_things_no_one_passage_covers_is_answered_for_each(tmp_path: Path) -> None:
+    """"Who is older, A or B?": no passage holds more than half the question's words, and the passages are not
+    a pair the question names by title, so it was declined; each listed thing on its own is covered, so the
+    answer gives what is found for each."""
+    async for ctx in _served(_write(tmp_path, PEOPLE, BRIDGE_CATALOG), BRIDGE_CATALOG):
+        steps, body, sources = await ask(ctx, "Who is older, Ferdi Taygan or Mahesh Bhupathi?")
+        assert "1956" in body and "1974" in body, body
+        assert set(cited_titles(sources)) == {"Ferdi Taygan", "Tennis in India"}
+        assert not any(s.startswith("Not (fully) found") for s in steps)
+        _, body, _ = await ask(ctx, "Who is older, Ferdi Taygan or Mahesh Bhupathi, in Davis Cup finals won?")
+        assert "found no passages" in body  # each thing on its own is still held to the decline rules
+
+
 # (query, the model's translation, accepted): a translation keeps the query's names, numbers and field terms
 TRANSLATIONS = [
     ("IAEA veiligheidscultuur leiderschap", "IAEA safety culture leadership", True),

@@ -8,6 +8,7 @@ reading is selected from in bounded windows (at most `WINDOWS` of `WINDOW` passa
 from __future__ import annotations
 
 import asyncio
+import math
 
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
@@ -16,7 +17,7 @@ from graph import messages
 from graph.context import Context
 from graph.events import Step, emit
 from graph.extractive import select_facts
-from graph.hops import unfound_things, without
+from graph.hops import listed_things, unfound_things, without
 from graph.ledger import FactsReply, Ledger, order_evidence
 from graph.llm import estimate_tokens
 from graph.models import Evidence, Fact, Route, Usage
@@ -47,6 +48,26 @@ def extractive_facts(ctx: Context, query: str, window: list[Evidence], limit: in
                         prior=set(route.preferred),
                         spread=route.query_type in ("exploratory", "deep_dive") or side_by_side(route),
                         glossary=ctx.catalog.glossary)
+
+
+def each_thing(ctx: Context, query: str, things: list[str], evidence: list[Evidence], limit: int,
+               min_coverage: float, route: Route) -> tuple[list[Fact], list[str]]:
+    """For a question listing things side by side that no one passage covers ("Who is older, Ferdi Taygan or
+    Mahesh Bhupathi?": each passage is about one of them), the facts selected for each thing on its own (the
+    query without the others), and the things none were found for. Nothing when no thing gets facts, so the
+    question is still declined; the decline rules hold for each thing's question."""
+    if len(things) < 2:
+        return [], []
+    per_thing = max(2, math.ceil(limit / len(things)))
+    facts: dict[str, Fact] = {}
+    unfound = []
+    for thing in things:
+        found = extractive_facts(ctx, without(query, [t for t in things if t != thing]), evidence, per_thing,
+                                 min_coverage, route)
+        facts.update((f.text, f) for f in found if f.text not in facts)
+        if not found:
+            unfound.append(thing)
+    return (list(facts.values()), unfound) if facts else ([], [])
 
 
 async def model_facts(ctx: Context, question: str, window: list[Evidence], extractive: list[Fact], limit: int
@@ -94,8 +115,12 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         selected = [extractive_facts(ctx, without(query, unfound), new, limit, min_coverage, route)]
         if not selected[0]:
             unfound = []
-        else:
-            emit(Step(messages.line("not_found", ctx.language, missing=", ".join(unfound))))
+    elif not any(selected) and route.query_type != "deep_dive":
+        facts, unfound = each_thing(ctx, query, listed_things(state["question"], ctx.catalog.words()), new, limit,
+                                    min_coverage, route)
+        selected = [facts] if facts else selected
+    if unfound:
+        emit(Step(messages.line("not_found", ctx.language, missing=", ".join(unfound))))
     tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))
     usage = Usage()
     if needs_model_summary(tokens, ctx.config.evidence_tokens, ctx.llm is not None):
