@@ -32,8 +32,11 @@ class Decomposition(BaseModel):
     sub_questions: list[SubQuestion] = Field(min_length=1, max_length=5)
 
 
+MAX_TRANSLATIONS = 8  # queries per translation call (a round has at most one per collection and query)
+
+
 class Translation(BaseModel):
-    queries: list[str] = Field(min_length=1, max_length=8)
+    queries: list[str] = Field(min_length=1, max_length=MAX_TRANSLATIONS)
 
 
 def source_query(query: str, name: str, route: Route, ctx: Context) -> str:
@@ -92,8 +95,9 @@ async def in_language_by_model(tasks: list[ResearchTask], ctx: Context) -> tuple
         target = ctx.catalog.language(task.collection)
         if task.id.endswith("+"):  # a second hop searches names found in the evidence: nothing to translate
             continue
-        if target and target != ctx.language and task.query not in foreign.setdefault(target, []):
-            foreign[target].append(task.query)
+        queries = foreign.setdefault(target, []) if target and target != ctx.language else None
+        if queries is not None and task.query not in queries and len(queries) < MAX_TRANSLATIONS:
+            queries.append(task.query)
     for target, queries in foreign.items():
         prompt = ctx.prompts.render("translate", ctx.language, source=messages.language_name(ctx.language, ctx.language),
                                     target=messages.language_name(target, ctx.language),
