@@ -77,19 +77,15 @@ def listed_things(question: str, exclude: set[str] | frozenset[str] = frozenset(
     return list(dict.fromkeys(name for pair in pairs for name in pair))
 
 
-def named_in_full(things: list[str], evidence: list[Evidence]) -> dict[str, bool]:
-    """Per thing, whether a passage (with its title) holds all of its words."""
-    passages = [stems_of(f"{e.title} {e.text}") for e in evidence]
-    return {n: any(all(t & p for t in terms) for p in passages) for n in things if (terms := query_terms(n))}
-
-
 def unfound_things(question: str, evidence: list[Evidence], exclude: set[str] | frozenset[str] = frozenset()
                    ) -> list[str]:
     """The things a question lists side by side ("Which band is from England, Fireflight or Dirty Pretty
     Things?") that no passage names in full, when another listed thing is named in full by one: the question
     can then be answered in part, saying what was not found, instead of being declined. Empty for a question
     about one thing, or when none or all of the listed things are found."""
-    named = named_in_full(listed_things(question, exclude), evidence)
+    passages = [stems_of(f"{e.title} {e.text}") for e in evidence]
+    named = {n: any(all(t & p for t in terms) for p in passages)
+             for n in listed_things(question, exclude) if (terms := query_terms(n))}
     unfound = [n for n, ok in named.items() if not ok]
     return unfound if unfound and len(unfound) < len(named) else []
 

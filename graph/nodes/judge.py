@@ -25,7 +25,7 @@ from graph.loop import (
     with_findings,
 )
 from graph.models import ResearchTask, Status, Usage, Verdict
-from graph.nodes.plan import in_language_by_model
+from graph.nodes.plan import in_language_by_model, language_label
 from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
@@ -72,8 +72,7 @@ def alternatives(tasks: list[ResearchTask], ctx: Context) -> dict[str, list[str]
 def sources(tasks: list[ResearchTask], ctx: Context) -> list[str]:
     """The researched sources as the judging prompt names them: label and the language of its documents, so that
     a refined query is written in that language."""
-    return [f"{t.label} ({messages.language_name(ctx.catalog.language(t.collection) or ctx.language, ctx.language)})"
-            for t in tasks]
+    return [f"{t.label} ({language_label(t.collection, ctx)})" for t in tasks]
 
 
 async def judge(state: State, runtime: Runtime[Context]) -> dict:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from graph import messages
 from graph.context import Context
 from graph.events import Step, emit
+from graph.extractive import entity_words
 from graph.glossary import Glossary
 from graph.hops import entity_queries
 from graph.models import Language, ResearchTask, Route, Usage
@@ -55,14 +56,18 @@ def in_language(query: str, collection: str, ctx: Context) -> str:
     return ctx.catalog.glossary.expand(query, language) if language and language != ctx.language else query
 
 
+def language_label(collection: str, ctx: Context) -> str:
+    """The language of a collection's documents, named in the question's language, as prompts list a source."""
+    return messages.language_name(ctx.catalog.language(collection) or ctx.language, ctx.language)
+
+
 def kept(query: str, glossary: Glossary) -> set[str]:
-    """What a translation must keep of a query: its numbers, its capitalised words after the first (and an
-    abbreviation or number in first place: "Borssele", "DBT", "2033") and the glossary's concepts it mentions
-    (as `≈n`: "kerncentrale" must come back as "nuclear power plant", not as "central")."""
-    words = re.findall(r"[\w'/.-]+", query)
-    names = {w.lower() for i, w in enumerate(words)
-             if any(c.isdigit() for c in w) or (w[:1].isupper() and (i > 0 or w.isupper()))}
-    return names | glossary.concepts(analyze(query))
+    """What a translation must keep of a query: its names and numbers (`entity_words`, and an abbreviation in
+    first place: "Borssele", "DBT", "2033") and the glossary's concepts it mentions (as `≈n`: "kerncentrale" must
+    come back as "nuclear power plant", not as "central")."""
+    first = re.findall(r"[\w/.-]+", query)[:1]
+    names = entity_words(query) + [w for w in first if w.isupper()]
+    return {w.lower() for w in names} | glossary.concepts(analyze(query))
 
 
 def accept_translation(reply: Translation, queries: list[str], glossary: Glossary) -> list[str | None]:
@@ -75,7 +80,7 @@ def accept_translation(reply: Translation, queries: list[str], glossary: Glossar
     out: list[str | None] = []
     for query, wording in zip(queries, reply.queries, strict=True):
         wording = " ".join(wording.split())
-        has = {w.lower() for w in re.findall(r"[\w'/.-]+", wording)} | glossary.concepts(analyze(wording))
+        has = {w.lower() for w in re.findall(r"[\w/.-]+", wording)} | glossary.concepts(analyze(wording))
         usable = 3 <= len(wording) <= 200 and wording.lower() != query.lower() and kept(query, glossary) <= has
         out.append(wording if usable else None)
     return out
@@ -90,11 +95,10 @@ async def in_language_by_model(tasks: list[ResearchTask], ctx: Context) -> tuple
     if ctx.llm is None:
         return tasks, Usage()
     usage, wordings, glossary = Usage(), {}, ctx.catalog.glossary
+    # a second hop ("+") searches names found in the evidence: nothing to translate
+    targets = [None if task.id.endswith("+") else ctx.catalog.language(task.collection) for task in tasks]
     foreign: dict[Language, list[str]] = {}
-    for task in tasks:
-        target = ctx.catalog.language(task.collection)
-        if task.id.endswith("+"):  # a second hop searches names found in the evidence: nothing to translate
-            continue
+    for task, target in zip(tasks, targets, strict=True):
         queries = foreign.setdefault(target, []) if target and target != ctx.language else None
         if queries is not None and task.query not in queries and len(queries) < MAX_TRANSLATIONS:
             queries.append(task.query)
@@ -109,10 +113,8 @@ async def in_language_by_model(tasks: list[ResearchTask], ctx: Context) -> tuple
         wordings.update({(target, query): wording for query, wording in zip(queries, value or [None] * len(queries),
                                                                              strict=True)})
     out = []
-    for task in tasks:
-        target = ctx.catalog.language(task.collection)
-        wording = wordings.get((target, task.query)) if target and not task.id.endswith("+") else None
-        if wording:
+    for task, target in zip(tasks, targets, strict=True):
+        if target and (wording := wordings.get((target, task.query))):
             emit(Step(messages.line("translated", ctx.language, coll=task.label, query=wording,
                                     target=messages.language_name(target, ctx.language))))
             task = task.model_copy(update={"query": wording, "extra": [task.query, *task.extra]})
@@ -177,7 +179,7 @@ async def decompose(question: str, route: Route, ctx: Context) -> tuple[list[Res
     if ctx.llm is None or not ctx.config.model_decompose or len(route.collections) < 2:
         return template_tasks(route, ctx), Usage()
     sources = "\n".join(
-        f"- {c.name}: {c.display_name} ({messages.language_name(c.language or ctx.language, ctx.language)}) — {c.focus}"
+        f"- {c.name}: {c.display_name} ({language_label(c.name, ctx)}) — {c.focus}"
         for c in ctx.catalog.collections if c.name in route.collections
     )
     prompt = ctx.prompts.render("decompose", ctx.language, question=question, sources=sources)
