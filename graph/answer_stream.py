@@ -102,6 +102,92 @@ class SourceListGate:
         return rest
 
 
+_ECHO_MARKUP = re.compile(r"[#*_`>]+")
+_ECHO_BULLET = re.compile(r"^\s*[-•]\s+")
+_ECHO_CLOSE = re.compile(r"[*_`]*[:.?!]+[*_`]*")
+ECHO_MIN_CHARS = 30  # a cut-off copy of a prompt line this long is still a copy
+
+
+def _echo_norm(line: str) -> str:
+    """A line as compared with the prompt's: no markdown, bullet, case, spacing or closing punctuation."""
+    text = _ECHO_MARKUP.sub(" ", _ECHO_BULLET.sub("", line))
+    return " ".join(text.lower().split()).rstrip(" :.?!")
+
+
+class EchoGate:
+    """Drops the lines in which the model repeats its prompt instead of answering: the question (alone, as a
+    heading or after the prompt's "Vraag:" label), the prompt's labels and its closing instruction.
+
+    The local 1.5B model (EVAL-LLM.md) answered "Geef een gedetailleerde uitleg van de Kernenergiewet" with only
+    "Vraag: Geef een gedetailleerde uitleg van de Kernenergiewet" and once copied "Beantwoord nu de vraag met
+    alleen deze bronnen. …" as a heading. The prompt's own lines (`expect`, per call; the evidence is not among
+    them, quoting a passage is answering) are compared line by line: a line start that may still become one is
+    held, a line that is one is dropped, a line that starts with one loses that part. `echoed` tells whether
+    anything was dropped. Hand-written: no library filters a token stream against a prompt's lines."""
+
+    def __init__(self) -> None:
+        self.lines: frozenset[str] = frozenset()
+        self.echoed = False
+        self._line_start = True
+        self._started = False  # this call has sent text (blank lines before that are dropped)
+        self._pending = ""
+
+    def expect(self, lines: list[str]) -> None:
+        """The prompt lines of the next call."""
+        self.lines = frozenset(n for n in map(_echo_norm, lines) if n)
+
+    def _verdict(self, line: str, complete: bool) -> bool | None:
+        """True: a copy of a prompt line; False: answer text; None: may still become a copy."""
+        norm = _echo_norm(line)
+        if not norm:
+            return (not self._started) if complete else None
+        if complete:
+            return norm in self.lines or (len(norm) >= ECHO_MIN_CHARS and any(s.startswith(norm) for s in self.lines))
+        return None if any(s.startswith(norm) for s in self.lines) else False
+
+    def _copied_start(self, line: str) -> int:
+        """The length of a prompt line the (answer) line starts with and closes with its punctuation ("Vraag:
+        <de vraag>? Het antwoord …"), or 0 ("Bronnen van de toezichthouder zeggen …" is answer text)."""
+        longest = max(map(len, self.lines), default=0) * 2  # markup and spacing the comparison leaves out
+        for end in range(min(len(line) - 1, longest), 0, -1):  # the longest such start
+            closing = _ECHO_CLOSE.match(line, end)
+            if closing and _echo_norm(line[:end]) in self.lines:
+                return closing.end()
+        return 0
+
+    def feed(self, delta: str) -> str:
+        text, self._pending = self._pending + delta, ""
+        out = []
+        while text:
+            newline = text.find("\n")
+            if not self._line_start:
+                end = len(text) if newline == -1 else newline + 1
+                out.append(text[:end])
+                text, self._line_start = text[end:], newline != -1
+                continue
+            line = text if newline == -1 else text[:newline]
+            verdict = self._verdict(line, newline != -1)
+            if verdict is None:
+                self._pending = text
+                break
+            if verdict:
+                self.echoed = self.echoed or bool(_echo_norm(line))
+                text = text[newline + 1:]
+                continue
+            cut = self._copied_start(line)
+            if cut:
+                self.echoed = True
+                text = text[cut:].lstrip(" \t")
+            self._line_start, self._started = False, True
+        return "".join(out)
+
+    def flush(self) -> str:
+        """The end of a call: a held line is judged whole; the call's prompt lines are forgotten."""
+        rest = self.feed("\n")
+        self._line_start, self._started, self._pending, self.lines = True, False, "", frozenset()
+        return rest[:-1] if rest.endswith("\n") else rest
+
+
 class SentenceCiter:
     """Adds `[n]` to a model's claim sentences that cite nothing, when one passage supports the sentence
     (`graph.claims.best_source`): small local models often write an answer from the numbered passages without
@@ -158,8 +244,10 @@ class AnswerStream:
                  citer: SentenceCiter | None = None) -> None:
         self.filter = citations
         self.leak = LeakFilter(system_prompt)
+        self.echo = EchoGate()
         self.gate = SourceListGate()
         self.citer = citer
+        self.answered = False  # the model's text (after the filters) has said something
         self.parts: list[str] = []
         self.interval_s = interval_s
         self._held: list[str] = []
@@ -168,9 +256,10 @@ class AnswerStream:
 
     def write(self, text: str, *, check: bool = True) -> None:
         """Model text (`check`: through both filters) or the service's own text (`check=False`)."""
-        out = self.filter.feed(self._cite(self.gate.feed(self.leak.feed(text)))) if check else text
+        out = self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self.leak.feed(text))))) if check else text
         if not out:
             return
+        self.answered = self.answered or (check and any(c.isalnum() for c in out))
         self.parts.append(out)
         loop = asyncio.get_running_loop()
         wait = self._sent_at + self.interval_s - loop.time()
@@ -197,7 +286,8 @@ class AnswerStream:
 
     def close(self) -> None:
         """The end of the model's text: what the filters still hold for a possible marker or prompt line."""
-        text = self._cite(self.gate.feed(self.leak.flush()) + self.gate.flush())
+        text = self.gate.feed(self.echo.feed(self.leak.flush()) + self.echo.flush())
+        text = self._cite(text + self.gate.flush())
         text += self.citer.flush() if self.citer else ""
         self.write(self.filter.feed(text) + self.filter.flush(), check=False)
 

@@ -95,6 +95,17 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "*The language model was unavailable ({error}): this answer is assembled extractively from the "
         "passages found.*",
     },
+    "llm_no_answer": {
+        "nl": "Het taalmodel herhaalde alleen de vraag of zijn opdracht; de kernfeiten uit de bronnen in plaats daarvan",
+        "en": "The language model only repeated the question or its instructions; the key facts from the sources "
+        "instead",
+    },
+    "no_answer_banner": {
+        "nl": "*Het taalmodel gaf geen antwoord op de vraag: dit antwoord is extractief samengesteld uit de gevonden "
+        "passages.*",
+        "en": "*The language model did not answer the question: this answer is assembled extractively from the "
+        "passages found.*",
+    },
     "documents_intro": {"nl": "Relevante documenten:", "en": "Relevant documents:"},
     "intro": {"nl": "Relevante passages bij de vraag:", "en": "Relevant passages for the question:"},
     "nothing": {

@@ -21,6 +21,13 @@ class Prompts:
         template = self._cache.get((language, name)) or self._cache[("en", name)]
         return template.substitute({k: str(v) for k, v in values.items()})
 
+    def fixed_lines(self, name: str, language: Language, blocks: tuple[str, ...], **values: object) -> list[str]:
+        """The lines of a rendered prompt that are the template's own (with `values`), without the lines of its
+        variable `blocks` (evidence, facts, ...): what a model copies when it repeats its prompt."""
+        mark = "\x00"
+        text = self.render(name, language, **values, **{block: mark for block in blocks})
+        return [line.replace(mark, "").strip() for line in text.splitlines() if line.replace(mark, "").strip()]
+
     @property
     def version(self) -> str:
         """Changes whenever a template changes (used in cache keys)."""

@@ -300,6 +300,31 @@ def test_a_sources_list_the_model_writes_itself_is_dropped_and_the_call_stopped(
     assert fake_llm.wait_idle_sync() and fake_llm.disconnects >= 1  # the upstream stopped writing the copy
 
 
+@pytest.mark.parametrize("reply", [
+    f"Vraag: {QUESTION}\n\n",  # what the local model wrote for two gold questions (EVAL-LLM.md)
+    f"### {QUESTION}\n\n#### Beantwoord nu de vraag met alleen deze bronnen. Zet achter elke zin het nummer van de "
+    "bron waarop ze steunt,\nzoals [1] of [2][3].",
+])
+def test_a_model_that_only_repeats_its_prompt_gets_the_extractive_answer(llm_service, fake_llm: FakeLLM,
+                                                                         reply: str) -> None:
+    script(fake_llm, answer=Reply(text=reply))
+    base = llm_service()
+    response = httpx.post(base + "/v1/chat/completions", json=body(), timeout=30)
+    think, answer = answer_of(response)
+    assert "herhaalde alleen de vraag" in think  # the think block says why
+    assert "Vraag:" not in answer and "Beantwoord nu" not in answer and QUESTION not in answer
+    assert "taalmodel gaf geen antwoord" in answer and re.search(r"31 december 2033\W+\[1\]", answer)  # key facts
+    assert "**Bronnen**" in answer
+
+
+def test_an_answer_after_a_copied_question_keeps_only_the_answer(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(text=f"**Vraag:** {QUESTION}\n\n{ANSWER}"))
+    base = llm_service()
+    think, answer = answer_of(httpx.post(base + "/v1/chat/completions", json=body(), timeout=30))
+    assert answer.lstrip().startswith("Volgens artikel 15a Kernenergiewet vervalt de vergunning op 31 december 2033 [1]")
+    assert "herhaalde" not in think and "taalmodel gaf geen antwoord" not in answer
+
+
 def test_a_request_out_of_time_has_one_error_code_streamed_or_not(llm_service, fake_llm: FakeLLM) -> None:
     script(fake_llm, answer=Reply(fault="hang"))
     base = llm_service(request_timeout_s=1.0, llm_timeout_s=30)

@@ -372,6 +372,41 @@ def test_the_model_s_own_sources_list_is_dropped(text: str, expected: str, size:
     assert not gate.closed and gate.feed("Volgende call.") == "Volgende call."  # flush ended the call
 
 
+ECHO_PROMPT = ["Vraag: Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?", "Bronnen:",
+               "Beantwoord nu de vraag met alleen deze bronnen. Zet achter elke zin het nummer van de bron waarop ze "
+               "steunt,", "zoals [1] of [2][3].",
+               "Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?", "Kernfeiten"]
+
+
+@pytest.mark.parametrize("text, expected, echoed", [
+    # what the local model wrote (EVAL-LLM.md): the question under the prompt's label, and nothing else
+    ("Vraag: Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?\n\n\n", "", True),
+    # the question as a heading, the prompt's labels and its instruction copied among the answer's lines
+    ("### Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?\n\n#### Kernfeiten:\n- Mens en milieu "
+     "beschermen [1].\n\n#### Beantwoord nu de vraag met alleen deze bronnen. Zet achter elke zin het nummer van "
+     "de bron waarop ze steunt,\nzoals [1] of [2][3].\nSlot [1].",
+     "- Mens en milieu beschermen [1].\n\nSlot [1].", True),
+    ("vraag: wat is de fundamentele veiligheidsdoelstelling van iaea sf-1? Het doel is bescherming [1].",
+     "Het doel is bescherming [1].", True),  # a copied start is cut, the answer after it stays
+    ("Beantwoord nu de vraag met alleen deze bronnen", "", True),  # cut off, still a copy (ECHO_MIN_CHARS)
+    # answers that start like the prompt pass whole, also at the very end of the call
+    ("Wat de IAEA eist: bescherming [1].\nVraag is of dat volstaat.", "Wat de IAEA eist: bescherming [1].\n"
+     "Vraag is of dat volstaat.", False),
+    ("Bronnen zeggen dat X [1].\n\nVraag", "Bronnen zeggen dat X [1].\n\nVraag", False),
+    ("Kernfeiten van SF-1 zijn X [1].", "Kernfeiten van SF-1 zijn X [1].", False),
+])
+@pytest.mark.parametrize("size", [1, 4, 1000])
+def test_lines_the_model_copies_from_its_prompt_are_dropped(text: str, expected: str, echoed: bool,
+                                                            size: int) -> None:
+    from graph.answer_stream import EchoGate
+
+    gate = EchoGate()
+    gate.expect(ECHO_PROMPT)
+    out = "".join(gate.feed(text[i:i + size]) for i in range(0, len(text), size)) + gate.flush()
+    assert (out, gate.echoed) == (expected, echoed)
+    assert gate.feed("Volgende call.") == "Volgende call." and not gate.lines  # flush ended the call
+
+
 @pytest.mark.parametrize("text, expected", [
     ("", False),
     ("Een gewoon antwoord dat nergens herhaalt. " * 2, False),

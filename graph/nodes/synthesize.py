@@ -117,13 +117,25 @@ def source_found(shown: int, e: Evidence) -> SourceFound:
     return SourceFound(shown, e.title, e.collection, e.url, e.id, cut_at_word(e.text, PREVIEW_CHARS))
 
 
+ANSWER_BLOCKS = ("evidence", "documents", "gaps", "facts", "sides")  # an answer prompt's variable blocks
+
+
+def prompt_lines(ctx: Context, name: str, question: str, **values: object) -> list[str]:
+    """The lines of an answer prompt a model may copy instead of answering (`EchoGate`): the template's own,
+    the question alone and the key-facts heading."""
+    blocks = tuple(b for b in ANSWER_BLOCKS if b not in values)
+    lines = ctx.prompts.fixed_lines(name, ctx.language, blocks, question=question, **values)
+    return [*lines, question, messages.line("key_facts", ctx.language)]
+
+
 async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str, max_tokens: int,
-                      heading: str = "") -> Usage:
+                      heading: str = "", echo: list[str] | None = None) -> Usage:
     """One streamed model call written into the answer as it arrives (cut when the model loops or starts a
-    sources list of its own, `SourceListGate`); `heading` (the service's text) goes out with the first piece,
-    so a call that fails at once has written nothing."""
+    sources list of its own, `SourceListGate`; lines copied from its prompt, `echo`, dropped); `heading` (the
+    service's text) goes out with the first piece, so a call that fails at once has written nothing."""
     assert ctx.llm is not None
     usage = Usage()
+    answer.echo.expect(echo or [])
     prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def stop(text: str) -> bool:
@@ -179,7 +191,9 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
                                   evidence=evidence_block(ctx, ledger, numbers),
                                   facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
                                   example=numbers[0], instructions=instructions_line(state, language))
-        usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
+        echo = prompt_lines(ctx, "synthesize_side", question, source=name, example=numbers[0],
+                            instructions=instructions_line(state, language))
+        usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo)
         answer.close()
         written.append(f"{name}: {answer.filter.to_ledger_numbers(answer.text[start:].strip())}")
     answer.citer = citer_for(ledger, [n for numbers in sides.values() for n in numbers], ctx)
@@ -187,7 +201,9 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     names = ", ".join(ctx.display(c) for c in sides)
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
                               names=names, instructions=instructions_line(state, language))
-    return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading)
+    echo = prompt_lines(ctx, "synthesize_contrast", question, names=names,
+                        instructions=instructions_line(state, language))
+    return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo)
 
 
 def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter | None:
@@ -228,6 +244,7 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
             if sides:
                 usage = await write_sides(state, ctx, ledger, sides, answer)
             else:
+                instructions = instructions_line(state, language)
                 user = ctx.prompts.render(
                     "synthesize",
                     language,
@@ -236,10 +253,16 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
                     evidence=evidence_block(ctx, ledger),
                     gaps="\n".join(gaps),
                     documents=_documents_block(named_documents(state, ledger), ctx),
-                    instructions=instructions_line(state, language),
+                    instructions=instructions,
                 )
-                usage = await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens)
+                usage = await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens,
+                                          echo=prompt_lines(ctx, "synthesize", question, instructions=instructions))
+            answer.close()
             banner = ""
+            if not answer.answered:  # the model only repeated its prompt (EchoGate) or wrote nothing
+                fallback(ctx, "synthesize", "invalid", ValueError("no answer text"),
+                         messages.line("llm_no_answer", language))
+                banner = messages.line("no_answer_banner", language)
         except LLMError as exc:
             if answer.parts:
                 degrade("llm")
