@@ -540,6 +540,8 @@ async def main(argv: list[str] | None = None) -> Path:
     modes_group = parser.add_mutually_exclusive_group()
     modes_group.add_argument("--skip-offline", action="store_true", help="only the LLM and naive columns")
     modes_group.add_argument("--offline-only", action="store_true", help="only the offline columns (no model needed)")
+    modes_group.add_argument("--llm-only", action="store_true", help="only the LLM column (a re-run after a change "
+                             "of the pipeline: the naive call does not change with it)")
     args = parser.parse_args(argv)
     if args.from_dump:
         header, note, modes_done, gold_done, hotpot_done = load_dump(args.from_dump)
@@ -552,8 +554,8 @@ async def main(argv: list[str] | None = None) -> Path:
         print("No language model configured: set LLM_BASE_URL (and LLM_MODEL) to an OpenAI-compatible server, "
               "e.g. LLM_BASE_URL=http://127.0.0.1:8080/v1, or pass --offline-only.", file=sys.stderr)
         raise SystemExit(2)
-    modes: list[Mode] = (["offline"] if args.offline_only else ["llm", "naive"] if args.skip_offline
-                         else ["llm", "naive", "offline"])
+    modes: list[Mode] = (["offline"] if args.offline_only else ["llm"] if args.llm_only
+                         else ["llm", "naive"] if args.skip_offline else ["llm", "naive", "offline"])
     model = model_names(settings) if "llm" in modes else "none (offline only)"
     command = "python -m eval.llm" + "".join(f" {a}" for a in (sys.argv[1:] if argv is None else argv))
     header = [f"Produced by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; model: `{model}` "

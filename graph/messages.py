@@ -7,6 +7,9 @@ from graph.models import Language, QueryType
 _LINES: dict[str, dict[Language, str]] = {
     "route_model": {"nl": "Vraagtype: {kind} (bepaald door het taalmodel)",
                     "en": "Question type: {kind} (decided by the language model)"},
+    "route_implausible": {"nl": "Het taalmodel koos: {kind}, maar de vraag vergelijkt niets; de heuristiek beslist",
+                          "en": "The language model chose: {kind}, but the question compares nothing; the heuristics "
+                          "decide"},
     "route_unsure": {"nl": "Vraagtype: {kind} (geen duidelijk signaal)", "en": "Question type: {kind} (no clear signal)"},
     "route_signal": {"nl": "Vraagtype: {kind} (signaal: '{signal}')", "en": "Question type: {kind} (signal: '{signal}')"},
     "collections": {"nl": "Collecties: {names}", "en": "Collections: {names}"},

@@ -39,6 +39,7 @@ class Route(BaseModel):
     search_query: str = ""  # the question without routing words (collection names, type signals)
     confidence: float = 1.0  # how sure the heuristics are of the type (0..1; below 1 a model may decide)
     preferred: list[str] = Field(default_factory=list)  # named by the question: first, with a raised prior
+    evidence: list[QueryType] = Field(default_factory=list)  # the types the question holds a signal of
 
 
 class ResearchTask(BaseModel):

@@ -498,11 +498,16 @@ async def test_no_translation_without_a_round_or_for_a_collection_in_the_questio
     assert not any("Vertaal elke zoekvraag" in r["messages"][-1]["content"] for r in fake_llm.requests)
 
 
-@pytest.mark.asyncio
-async def test_bad_router_json_falls_back_to_all_collections(docs, llm, fake_llm: FakeLLM) -> None:
-    fake_llm.when_contains("Classificeer de vraag", Reply(text="zeker, iaea!"))
+def script_route(fake_llm: FakeLLM, route: Reply) -> None:
+    """The router model's reply, one fact and a one-line answer."""
+    fake_llm.when_contains("Classificeer de vraag", route)
     fake_llm.when_contains("Antwoord uitsluitend met JSON", Reply(text=json.dumps({"facts": [{"fact": "F.", "sources": [1]}]})))
     fake_llm.when_contains("Je bent NEO NL", Reply(text="Antwoord [1]."))
+
+
+@pytest.mark.asyncio
+async def test_bad_router_json_falls_back_to_all_collections(docs, llm, fake_llm: FakeLLM) -> None:
+    script_route(fake_llm, Reply(text="zeker, iaea!"))
     _, steps, answer, calls = await _run("Kernenergie en veiligheid in Nederland", _context(docs, llm))
     assert "Collecties: ANVS, IAEA, Wetten, Security" in steps
     assert calls <= 4  # route, summarize, synthesize; a second summary only if a second hop finds something
@@ -510,12 +515,19 @@ async def test_bad_router_json_falls_back_to_all_collections(docs, llm, fake_llm
 
 @pytest.mark.asyncio
 async def test_router_model_is_used_when_ambiguous(docs, llm, fake_llm: FakeLLM) -> None:
-    fake_llm.when_contains("Classificeer de vraag", Reply(text='{"query_type": "factual", "collections": ["security"]}'))
-    fake_llm.when_contains("Antwoord uitsluitend met JSON", Reply(text=json.dumps({"facts": [{"fact": "F.", "sources": [1]}]})))
-    fake_llm.when_contains("Je bent NEO NL", Reply(text="Antwoord [1]."))
+    script_route(fake_llm, Reply(text='{"query_type": "factual", "collections": ["security"]}'))
     _, steps, _, _ = await _run("Kernmateriaal tegen diefstal beschermen", _context(docs, llm))
     assert "Vraagtype: feitelijke vraag (bepaald door het taalmodel)" in steps
     assert "Collecties: Security, ANVS, IAEA, Wetten" in steps  # the model's collection first, not alone
+
+
+@pytest.mark.asyncio
+async def test_a_model_s_comparison_of_nothing_is_not_taken(docs, llm, fake_llm: FakeLLM) -> None:
+    script_route(fake_llm, Reply(text='{"query_type": "comparative", "collections": []}'))
+    _, steps, _, _ = await _run("Kernmateriaal tegen diefstal beschermen", _context(docs, llm))
+    assert "Het taalmodel koos: vergelijkende vraag, maar de vraag vergelijkt niets; de heuristiek beslist" in steps
+    assert "Vraagtype: feitelijke vraag (geen duidelijk signaal)" in steps
+    assert not any("Deelvragen" in s or "Vergelijking" in s for s in steps)
 
 
 @pytest.mark.asyncio

@@ -25,16 +25,26 @@ CATALOG = load_catalog(ROOT / "graph" / "collections.json")
         ("I am looking for all documents on decommissioning", 0, "exploratory", True),
         ("Welke normen zijn van toepassing op het vervoer van splijtstof?", 0, "exploratory", True),
         ("heb je iets over transport van radioactief afval", 0, "exploratory", True),
+        ("Where can I find the inspection reports on research reactors?", 0, "exploratory", True),
+        ("wat is er zoal bekend over kernenergie en klimaat", 0, "exploratory", True),
+        ("Welke inspectierapporten over Dodewaard zijn openbaar?", 0, "exploratory", True),
         # deep dives
         ("Walk me through the licensing of a new reactor", 0, "deep_dive", True),
         ("Hoe werkt de periodieke veiligheidsevaluatie precies, stap voor stap?", 0, "deep_dive", True),
         ("I want to know everything about the HFR: purpose, licence, future", 0, "deep_dive", True),
         ("Analyseer het Bkse grondig", 0, "deep_dive", True),
+        ("Neem me mee door een vergunningaanvraag, van aanvraag tot besluit", 0, "deep_dive", True),
+        ("Licht de opbouw van de DSR toe", 0, "deep_dive", True),
+        ("Wat is het doel van het Bkse, hoe is het opgebouwd en wat is de achtergrond?", 0, "deep_dive", True),
         # comparisons
         ("IAEA vs. ANVS: safety culture", 2, "comparative", True),
         ("Is de Nederlandse dosislimiet strenger dan die van Euratom?", 0, "comparative", True),
         ("To what extent does the Kernenergiewet deviate from GSR Part 1?", 1, "comparative", True),
         ("Which requirements does the IAEA set that the ANVS does not?", 2, "comparative", True),
+        ("Welke regels zijn strenger, de Belgische of de Nederlandse?", 0, "comparative", True),
+        ("How do the Dutch clearance levels stack up against the EU ones?", 0, "comparative", True),
+        ("What changed between INSAG-10 and INSAG-12?", 0, "comparative", True),
+        ("Is a dose higher than 1 mSv allowed for the public?", 0, "factual", True),  # a threshold, not a comparison
         # right for the right reason: a term or a title holding a signal word is not a signal
         ("Wat betekent defence-in-depth?", 0, "factual", True),
         ("How many levels of defence in depth does INSAG-10 distinguish?", 0, "factual", True),
@@ -48,6 +58,24 @@ CATALOG = load_catalog(ROOT / "graph" / "collections.json")
 def test_query_types_are_scored(question: str, mentioned: int, kind: str, sure: bool) -> None:
     typed = score_types(question, mentioned)
     assert (typed.kind, typed.sure) == (kind, sure), typed
+
+
+@pytest.mark.parametrize(("question", "mentioned", "model", "stands"), [
+    ("Welke inspectierapporten van de toezichthouder zijn openbaar?", 0, "comparative", False),  # nothing compared
+    ("herzieningstermijn referentiedreiging", 0, "comparative", False),
+    ("Is the HFR older than the HOR?", 0, "comparative", True),  # "older than" is a comparison signal
+    ("Wat zeggen de IAEA en de ANVS over veiligheidscultuur?", 2, "comparative", True),  # two named sources
+    ("Welke inspectierapporten van de toezichthouder zijn openbaar?", 0, "exploratory", True),  # other types stand
+    ("herzieningstermijn referentiedreiging", 0, "deep_dive", True),
+])
+def test_a_model_s_comparison_needs_something_compared(question: str, mentioned: int, model: str, stands: bool
+                                                       ) -> None:
+    from graph.models import Route
+    from graph.routing import model_type_plausible
+
+    typed = score_types(question, mentioned)
+    heuristic = Route(query_type=typed.kind, collections=[], reason=typed.signal, evidence=list(typed.evidence))
+    assert model_type_plausible(model, heuristic) is stands
 
 
 def test_a_detailed_answer_asked_for_apart_is_a_deep_dive_signal() -> None:

@@ -16,6 +16,7 @@ from graph.routing import (
     is_ambiguous,
     is_follow_up,
     mentioned_collections,
+    model_type_plausible,
     restricted_to,
     search_scope,
     standalone,
@@ -87,6 +88,10 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
     if is_ambiguous(decision) and ctx.llm is not None:  # the heuristics are not sure: one small model call
         by_model, spent = await classify(question, ctx)
         usage = usage + spent
+        if by_model is not None and not model_type_plausible(by_model.query_type, decision):
+            emit(Step(messages.line("route_implausible", language, kind=messages.kind_label(by_model.query_type,
+                                                                                          language))))
+            by_model = None
         decision = by_model or decision  # on failure: the heuristics' best guess
     kind = messages.kind_label(decision.query_type, language)
     if decision.reason == "model":
