@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.conftest import QUESTION, chunks, content_of, sse_events
+from tests.conftest import QUESTION, TORN, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 FACTS = json.dumps({"facts": [{"fact": "De vergunning vervalt op 31 december 2033.", "sources": [1]}]})
@@ -57,9 +57,9 @@ def test_plan_cache_skips_the_routing_call(service, fake_llm: FakeLLM) -> None:
     fake_llm.when_contains("Classificeer de vraag", Reply(text='{"query_type": "factual", "collections": ["security"]}'))
     script(fake_llm)
     base = service(llm_base_url=fake_llm.base_url, response_cache=False)
-    ask(base, "Kernmateriaal tegen diefstal beschermen")
+    ask(base, TORN)
     first = fake_llm.calls
-    ask(base, "Kernmateriaal tegen diefstal beschermen")
+    ask(base, TORN)
     routing = [r for r in fake_llm.requests if "Classificeer" in r["messages"][-1]["content"]]
     assert len(routing) == 1 and fake_llm.calls - first == first - 1  # the second ask: all but the routing call
 

@@ -12,13 +12,12 @@ import httpx
 import pytest
 
 from docserver.server import create_app as create_docserver
-from tests.conftest import QUESTION, chunks, content_of, sse_events
+from tests.conftest import QUESTION, TORN, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.servers import ServerThread
 from tests.fakes.slow_docs import SlowCollections, SlowToolServer
 
 COMPARATIVE = "Hoe verschillen IAEA en ANVS eisen voor veiligheidscultuur?"
-AMBIGUOUS = "Kernmateriaal tegen diefstal beschermen"
 REQUEST_TIMEOUT_S = 20
 
 MARKERS = {
@@ -30,7 +29,7 @@ MARKERS = {
     "summarize": "Antwoord uitsluitend met JSON",
     "synthesize": "Je bent NEO NL",
 }
-QUESTIONS = {"route": AMBIGUOUS, "decompose": COMPARATIVE, "condense": COMPARATIVE, "judge": COMPARATIVE,
+QUESTIONS = {"route": TORN, "decompose": COMPARATIVE, "condense": COMPARATIVE, "judge": COMPARATIVE,
              "translate": COMPARATIVE, "summarize": QUESTION, "synthesize": QUESTION}
 FAULTS = {
     "500": Reply(status=500),

@@ -26,6 +26,7 @@ from graph.nodes.synthesize import not_found
 from graph.prompts import Prompts
 from graph.routing import focus_terms, heuristic_route, is_follow_up, standalone
 from graph.runner import run_pipeline, start
+from tests.conftest import TORN
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 COLLECTIONS = load_catalog(ROOT / "graph" / "collections.json").collections
@@ -516,17 +517,25 @@ async def test_bad_router_json_falls_back_to_all_collections(docs, llm, fake_llm
 @pytest.mark.asyncio
 async def test_router_model_is_used_when_ambiguous(docs, llm, fake_llm: FakeLLM) -> None:
     script_route(fake_llm, Reply(text='{"query_type": "factual", "collections": ["security"]}'))
-    _, steps, _, _ = await _run("Kernmateriaal tegen diefstal beschermen", _context(docs, llm))
+    _, steps, _, _ = await _run(TORN, _context(docs, llm))
     assert "Vraagtype: feitelijke vraag (bepaald door het taalmodel)" in steps
     assert "Collecties: Security, ANVS, IAEA, Wetten" in steps  # the model's collection first, not alone
 
 
 @pytest.mark.asyncio
+async def test_no_model_call_for_a_question_without_a_signal_of_another_type(docs, llm, fake_llm: FakeLLM) -> None:
+    script_route(fake_llm, Reply(text='{"query_type": "deep_dive", "collections": []}'))
+    _, steps, _, _ = await _run("Kernmateriaal tegen diefstal beschermen", _context(docs, llm))
+    assert "Vraagtype: feitelijke vraag (geen duidelijk signaal)" in steps  # the catch-all, not sure
+    assert not any("Classificeer de vraag" in r["messages"][-1]["content"] for r in fake_llm.requests)
+
+
+@pytest.mark.asyncio
 async def test_a_model_s_comparison_of_nothing_is_not_taken(docs, llm, fake_llm: FakeLLM) -> None:
     script_route(fake_llm, Reply(text='{"query_type": "comparative", "collections": []}'))
-    _, steps, _, _ = await _run("Kernmateriaal tegen diefstal beschermen", _context(docs, llm))
+    _, steps, _, _ = await _run(TORN, _context(docs, llm))
     assert "Het taalmodel koos: vergelijkende vraag, maar de vraag vergelijkt niets; de heuristiek beslist" in steps
-    assert "Vraagtype: feitelijke vraag (geen duidelijk signaal)" in steps
+    assert "Vraagtype: verkennende vraag (geen duidelijk signaal)" in steps  # the heuristics' best guess
     assert not any("Deelvragen" in s or "Vergelijking" in s for s in steps)
 
 

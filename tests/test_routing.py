@@ -8,7 +8,7 @@ import pytest
 from app.settings import ROOT
 from graph.collections import load_catalog
 from graph.loop import searches, untried
-from graph.models import ResearchTask
+from graph.models import ResearchTask, Route
 from graph.routing import score_types
 from tests.test_generalises import ask, bundled  # noqa: F401  (fixture)
 from textkit import analyze
@@ -60,6 +60,13 @@ def test_query_types_are_scored(question: str, mentioned: int, kind: str, sure: 
     assert (typed.kind, typed.sure) == (kind, sure), typed
 
 
+def scored_route(question: str, mentioned: int) -> Route:
+    """The heuristics' route of a question as the route node sees it (type, sureness, the types with a signal)."""
+    typed = score_types(question, mentioned)
+    return Route(query_type=typed.kind, collections=[], reason=typed.signal, confidence=typed.confidence,
+                 evidence=list(typed.evidence))
+
+
 @pytest.mark.parametrize(("question", "mentioned", "model", "stands"), [
     ("Welke inspectierapporten van de toezichthouder zijn openbaar?", 0, "comparative", False),  # nothing compared
     ("herzieningstermijn referentiedreiging", 0, "comparative", False),
@@ -70,12 +77,24 @@ def test_query_types_are_scored(question: str, mentioned: int, kind: str, sure: 
 ])
 def test_a_model_s_comparison_needs_something_compared(question: str, mentioned: int, model: str, stands: bool
                                                        ) -> None:
-    from graph.models import Route
     from graph.routing import model_type_plausible
 
-    typed = score_types(question, mentioned)
-    heuristic = Route(query_type=typed.kind, collections=[], reason=typed.signal, evidence=list(typed.evidence))
-    assert model_type_plausible(model, heuristic) is stands
+    assert model_type_plausible(model, scored_route(question, mentioned)) is stands
+
+
+@pytest.mark.parametrize(("question", "mentioned", "asks"), [
+    ("Kernmateriaal tegen diefstal beschermen", 0, False),  # no signal at all: the catch-all stands, no call
+    ("What is GSR Part 3 about?", 0, False),  # only the opening interrogative
+    ("Kernmateriaal tegen diefstal beschermen: wat geldt er allemaal", 0, True),  # an overview signal, weak: torn
+    ("Wat is er bekend over beveiliging en wat moet de exploitant doen", 0, True),  # overview against fact
+    ("Walk me through the licensing of a new reactor", 0, False),  # sure: no call
+])
+def test_the_model_is_asked_only_when_the_heuristics_are_torn_between_types(question: str, mentioned: int,
+                                                                            asks: bool) -> None:
+    from graph.routing import asks_model
+
+    route = scored_route(question, mentioned)
+    assert asks_model(route) is asks, route
 
 
 def test_a_detailed_answer_asked_for_apart_is_a_deep_dive_signal() -> None:

@@ -1,5 +1,6 @@
-"""Route: follow-up rewrite, query type, target collections. Heuristics first; the fast model only when the
-question is ambiguous (a validated reply); on any failure all configured collections."""
+"""Route: follow-up rewrite, query type, target collections. Heuristics first; the fast model only when they are
+torn between types (`graph.routing.asks_model`; a validated reply, and a comparison only where something is
+compared); on any failure all configured collections."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from graph.context import Context
 from graph.events import Step, emit
 from graph.models import QueryType, Route, Usage
 from graph.routing import (
+    asks_model,
     focus_terms,
     heuristic_route,
     is_ambiguous,
@@ -85,7 +87,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
         update["question"] = question
         emit(Step(messages.line("rewritten", language, question=question)))
     decision = heuristic_route(question, ctx.catalog.collections, state["instructions"].detailed)
-    if is_ambiguous(decision) and ctx.llm is not None:  # the heuristics are not sure: one small model call
+    if asks_model(decision) and ctx.llm is not None:  # the heuristics are torn between types: one small call
         by_model, spent = await classify(question, ctx)
         usage = usage + spent
         if by_model is not None and not model_type_plausible(by_model.query_type, decision):
