@@ -120,7 +120,8 @@ SPLITS = ("fresh3", "fresh2", "fresh", "test", "tune")  # the held-apart split f
 HELD_APART = SPLITS[0]
 
 
-def halves(routed: list[Routed]) -> dict[str, dict[str, Any]]:
+def by_split(routed: list[Routed]) -> dict[str, dict[str, Any]]:
+    """The summary of each split (`SPLITS`)."""
     return {name: summary([r for r in routed if r.item["split"] == name]) for name in SPLITS}
 
 
@@ -193,11 +194,11 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = Settings()
     catalog = load_catalog(settings.collections_file)
     items = load()
-    result: dict[str, Any] = {"offline": halves([heuristics(i, catalog) for i in items])}
+    result: dict[str, Any] = {"offline": by_split([heuristics(i, catalog) for i in items])}
     if args.llm:
         if settings.offline:
             parser.error("--llm needs LLM_BASE_URL")
-        result["llm"] = halves(await with_model(items, catalog, settings)) | {"model": settings.fast_model or settings.llm_model}
+        result["llm"] = by_split(await with_model(items, catalog, settings)) | {"model": settings.fast_model or settings.llm_model}
         LLM_RESULTS.write_text(json.dumps(result["llm"], indent=1) + "\n", "utf-8")
     print(json.dumps({mode: {h: {k: v for k, v in s.items() if k != "matrix"} for h, s in r.items() if h != "model"}
                       for mode, r in result.items()}, indent=1))

@@ -420,7 +420,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                      f"or `{args.hotpot}` absent)."])
     catalog = load_catalog(settings.collections_file)
     routed = [routing.heuristics(item, catalog) for item in routing.load()]
-    routing_lines = routing.section(routing.halves(routed), routing.load_llm_results(), summary["routing_accuracy"])
+    routing_lines = routing.section(routing.by_split(routed), routing.load_llm_results(), summary["routing_accuracy"])
     path = write_report(halves, results, split_of, mode, args.out, law_summary, laws,
                         [*routing_lines, "", *hotpot_lines])
     flat = {name: {k: v for k, v in s.items() if not isinstance(v, dict)} for name, s in halves.items()}
