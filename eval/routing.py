@@ -133,6 +133,11 @@ def _matrix(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+def lowest(s: dict[str, Any]) -> float:
+    """A split's lowest recall of any query type."""
+    return min(s["per_type"].values())
+
+
 def _row(label: str, splits: dict[str, dict[str, Any]], value, target: str = "", ok=None) -> str:
     cells = " | ".join(value(splits[name]) for name in SPLITS)
     mark = "" if ok is None else (" ✅" if ok(splits[HELD_APART]) else " ❌")
@@ -142,7 +147,6 @@ def _row(label: str, splits: dict[str, dict[str, Any]], value, target: str = "",
 def section(offline: dict[str, dict[str, Any]], llm: dict[str, Any] | None, gold_routing: float | None) -> list[str]:
     """The routing section of docs/EVAL.md: the held-apart split judged, the read ones beside it."""
     held = offline[HELD_APART]
-    lowest = lambda s: min(s["per_type"].values())  # noqa: E731
     lines = ["## Routing on questions the router was not tuned on", "",
              f"`eval/routing.jsonl`, `python -m eval.routing [--llm]`. The held-apart split (`{HELD_APART}`, "
              f"{held['questions']} questions, 30 per type, two thirds Dutch) was written by a separate session "

@@ -247,7 +247,7 @@ class AnswerStream:
         self.echo = EchoGate()
         self.gate = SourceListGate()
         self.citer = citer
-        self.answered = False  # the model's text (after the filters) has said something
+        self.answered = False  # checked text (the model's, read once a call ends) has said something
         self.parts: list[str] = []
         self.interval_s = interval_s
         self._held: list[str] = []
@@ -257,9 +257,13 @@ class AnswerStream:
     def write(self, text: str, *, check: bool = True) -> None:
         """Model text (`check`: through both filters) or the service's own text (`check=False`)."""
         out = self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self.leak.feed(text))))) if check else text
+        self._add(out, model=check)
+
+    def _add(self, out: str, *, model: bool) -> None:
+        """Text past the filters (`model`: the model's, which counts as `answered`), sent or held for the timer."""
         if not out:
             return
-        self.answered = self.answered or (check and any(c.isalnum() for c in out))
+        self.answered = self.answered or (model and any(c.isalnum() for c in out))
         self.parts.append(out)
         loop = asyncio.get_running_loop()
         wait = self._sent_at + self.interval_s - loop.time()
@@ -289,7 +293,7 @@ class AnswerStream:
         text = self.gate.feed(self.echo.feed(self.leak.flush()) + self.echo.flush())
         text = self._cite(text + self.gate.flush())
         text += self.citer.flush() if self.citer else ""
-        self.write(self.filter.feed(text) + self.filter.flush(), check=False)
+        self._add(self.filter.feed(text) + self.filter.flush(), model=True)  # held model text, now judged
 
     def finish(self) -> None:
         self.cancel()

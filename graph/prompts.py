@@ -26,7 +26,7 @@ class Prompts:
         variable `blocks` (evidence, facts, ...): what a model copies when it repeats its prompt."""
         mark = "\x00"
         text = self.render(name, language, **values, **{block: mark for block in blocks})
-        return [line.replace(mark, "").strip() for line in text.splitlines() if line.replace(mark, "").strip()]
+        return [line for line in (raw.replace(mark, "").strip() for raw in text.splitlines()) if line]
 
     @property
     def version(self) -> str:

@@ -40,12 +40,14 @@ _SIGNALS: list[Signal] = [
     ("comparative", r"\b(wijk\w* .{0,40}\baf|afwijk\w*|deviat\w*|in hoeverre|to what extent)\b", 1.4, "deviate"),
     ("comparative", r"\b(anders (aan|dan|om)|hetzelfde als|same as|in line with|relat\w* (to|tussen)|relatie tussen)\b",
      1.2, "anders dan"),
-    ("comparative", r"\b(that|which|die|dat|wat)\b.{1,60}\b(does not|doesn'?t|do not|did not|niet)\b(?!.{0,8}\b(zijn|is|are)\b)",
+    ("comparative", r"\b(that|which|die|dat|wat)\b.{1,60}\b(does not|doesn'?t|do not|did not|niet)\b"
+     r"(?!.{0,8}\b(zijn|is|are)\b)",
      1.4, "A maar niet B"),
     # overviews: which documents or rules exist, what is known or available, lists
     ("exploratory", r"\b(welke|which|what|wat voor|wat zijn|zijn er|are there|is there|bestaan er|alle|all|noem|"
      r"name)\b[^?]{0,60}?"
-     r"\b\w*(documenten|documentatie|documentation|publicaties|publications|documents|bronnen|sources|verdragen|conventions|richtlijnen|guides?|"
+     r"\b\w*(documenten|documentatie|documentation|publicaties|publications|documents|bronnen|sources|verdragen|"
+     r"conventions|richtlijnen|guides?|"
      r"guidelines?|guidance|leidraden|normen|standards|standaarden|wetten|besluiten|regels|regelgeving|regulations|"
      r"laws|rules|bepalingen|regelingen|verordeningen|rapporten|reports|richtsnoeren)\b",
      1.6, "documenten"),
@@ -55,7 +57,8 @@ _SIGNALS: list[Signal] = [
     ("exploratory", r"\b(wat weten we|what do we know|wat hebben we|what do we have|heb je iets|hebben jullie iets|"
      r"(is|zijn) er (iets|stukken|documenten) (te vinden|beschikbaar)|wat is er (\w+ )?(bekend|te vinden)|"
      r"what is (\w+ )?known|"
-     r"what'?s (out there|available)|(is|are) out there|wat is er aan \w+|alles wat (je|jullie|u) (hebt|heeft|hebben)|everything you have|zoal|"
+     r"what'?s (out there|available)|(is|are) out there|wat is er aan \w+|alles wat (je|jullie|u) (hebt|heeft|hebben)|"
+     r"everything you have|zoal|"
      r"is there anything|anything on|do you have anything|wat is er (beschikbaar|te vinden)|what is available|"
      r"(is|are) (there )?available|ik zoek (alle|documenten|informatie)|i am looking for|i'm looking for|looking for all|"
      r"waar (kan ik|vind ik)|where can i find|what has been (published|written)|wat is er (gepubliceerd|geschreven)|"
@@ -65,7 +68,8 @@ _SIGNALS: list[Signal] = [
      r"bestaan er|are there|exist|apply)\b", 1.4, "welke gelden er"),
     ("exploratory", r"\b(van toepassing|apply to|applicable|allemaal|gelden er)\b", 0.8, "van toepassing"),
     # deep dives: thorough explanations, walk-throughs, analyses, everything about one subject
-    ("deep_dive", r"\b(leg\b.{1,80}\buit|licht\b.{1,80}\btoe|uitleg\w*|uitgelegd|full explanation|toelichting|volledig (uitleggen|beschrijven)|gedetailleerd\w*|detailed|in detail|uitgebreid\w*|"
+    ("deep_dive", r"\b(leg\b.{1,80}\buit|licht\b.{1,80}\btoe|uitleg\w*|uitgelegd|full explanation|toelichting|"
+     r"volledig (uitleggen|beschrijven)|gedetailleerd\w*|detailed|in detail|uitgebreid\w*|"
      r"diepgaand\w*|grondig\w*|thorough\w*|in[- ]depth|comprehensive\w*|uitvoerig\w*|uitwerken|breakdown|"
      r"deep (dive|explanation)|alle details|all (the )?details|wat houdt .{3,120}\bprecies in)\b",
      2.0, "uitgebreid"),
@@ -85,7 +89,8 @@ _SIGNALS: list[Signal] = [
      r"purpose|background|structure|content|why|waarom)\b", 1.6, "doel en achtergrond"),
     # factual: one number, date, name, definition or yes/no
     ("factual", r"\b(hoeveel|how many|how much|wanneer|sinds wanneer|when|welk jaar|which year|hoe vaak|how often|"
-     r"hoe lang|how long|binnen welke|within (what|which)|tot welk|wie|who|waar(?! (kan|vind) ik| sta\w* (ze|die|deze|dat)\b)|"
+     r"hoe lang|how long|binnen welke|within (what|which)|tot welk|wie|who|"
+     r"waar(?! (kan|vind) ik| sta\w* (ze|die|deze|dat)\b)|"
      r"where(?! (can|do|could) (i|we|you) find)|which organi[sz]ation|"
      r"welke? (instantie|organisatie|publicatie|minister|artikel|categorie|wet|datum|dag|titel|nummer|waarde)|"
      r"which (publication|body|authority|minister|article|category|law|date|title|number|value)|"
@@ -98,7 +103,8 @@ _SIGNALS: list[Signal] = [
      "limiet"),
     ("factual", r"\b(wat (betekent|verstaat|houdt)|what (does|is|are)\b.{0,40}\bmean|definitie|definition|"
      r"yes or no|ja of nee|toegestaan|allowed|verplicht|required|nodig|needed|mag|moet|must)\b", 0.9, "wat betekent"),
-    ("factual", r"^\W*(to|for|in|on|from|op|voor|aan|van|sinds) (which|what|welke?|wat)\b(?! (extent|mate)\b)", 0.6, "in welk"),
+    ("factual", r"^\W*(to|for|in|on|from|op|voor|aan|van|sinds) (which|what|welke?|wat)\b(?! (extent|mate)\b)", 0.6,
+     "in welk"),
     ("factual", r"^\W*(wat|wie|waar|wanneer|welk|welke|hoeveel|what|who|where|when|which|is|are|does|do|mag|moet|"
      r"kan|can)\b", 0.5, "vraagwoord"),
 ]

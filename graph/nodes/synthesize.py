@@ -178,6 +178,7 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     a single `[n]`, cited one organisation's passage for both sides, or looped; side by side it cites each side
     (tests/llm). It costs one short call per side plus the contrast (3 over two collections, 5 over four)."""
     language, question = ctx.language, state["question"]
+    instructions = instructions_line(state, language)
     system = system_prompt(ctx, ledger, "")
     usage, written = Usage(), []
     for collection, numbers in sides.items():
@@ -190,9 +191,9 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
         user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
                                   evidence=evidence_block(ctx, ledger, numbers),
                                   facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
-                                  example=numbers[0], instructions=instructions_line(state, language))
+                                  example=numbers[0], instructions=instructions)
         echo = prompt_lines(ctx, "synthesize_side", question, source=name, example=numbers[0],
-                            instructions=instructions_line(state, language))
+                            instructions=instructions)
         usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo)
         answer.close()
         written.append(f"{name}: {answer.filter.to_ledger_numbers(answer.text[start:].strip())}")
@@ -200,9 +201,8 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
     names = ", ".join(ctx.display(c) for c in sides)
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
-                              names=names, instructions=instructions_line(state, language))
-    echo = prompt_lines(ctx, "synthesize_contrast", question, names=names,
-                        instructions=instructions_line(state, language))
+                              names=names, instructions=instructions)
+    echo = prompt_lines(ctx, "synthesize_contrast", question, names=names, instructions=instructions)
     return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo)
 
 
