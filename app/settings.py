@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     # The evidence block of the answer prompt at most (tokens, estimated as characters / 4). On 2 CPU cores a
     # local model reads ~150 prompt tokens/s, so 1200 is about 8 s; raise it for a GPU server with a long context.
     evidence_tokens: int = Field(1200, ge=200)
+    # The documents a model's answer to a factual question (or a comparison of two named things) reads at most:
+    # those of the best key facts. Overviews, deep dives and comparisons of sources read up to the budget above.
+    focus_documents: int = Field(5, ge=1)
     auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the one passage supporting them
     model_decompose: bool = False  # a comparison's sub-questions written by the fast model (else per collection)
     model_condense: bool = False  # each comparison side's facts picked by the fast model (else extractively)
@@ -134,6 +137,7 @@ class Settings(BaseSettings):
             prompt_passages=self.prompt_passages,
             passage_chars=self.passage_chars,
             evidence_tokens=self.evidence_tokens,
+            focus_documents=self.focus_documents,
             answer_max_tokens=self.answer_max_tokens,
             auto_cite=self.auto_cite,
             model_decompose=self.model_decompose,

@@ -64,8 +64,18 @@ def query_terms(question: str, glossary: Glossary | None = None) -> list[frozens
     return list(dict.fromkeys(tokens))
 
 
+def _opens_name(words: list[str]) -> bool:
+    """Whether the first word starts a name rather than a sentence: capitalised, a content word, and followed by
+    another capitalised word ("Bruce Spizer expert …", the keyword query research hands on; "Lex Antonia
+    nullified …"), not "Who is …" or "Name the …"."""
+    return (len(words) > 1 and words[0][:1].isupper() and words[1][:1].isupper()
+            and words[0].lower() not in _QUESTION_WORDS and bool(analyze(words[0])))
+
+
 def entity_words(question: str) -> list[str]:
-    """Names and numbers in the question (capitalised words after the first, words with digits)."""
+    """Names and numbers in the question (capitalised words after the first, words with digits). The first word
+    stays out even when it may open a name: a question is declined when one of these occurs in no passage, and
+    "Vergelijk IAEA …" opens with a verb."""
     words = re.findall(r"[\w/.-]+", question)
     return [w for i, w in enumerate(words) if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper())]
 
@@ -220,8 +230,9 @@ def _focused(query: list[frozenset[str]], names: list[set[str]], ledger: list[Ev
 
 
 def _names(question: str) -> list[str]:
-    """Capitalised names in a question after its first word (a question about two things, or through one)."""
-    words = re.findall(r"[\w'-]+", question)[1:]
+    """Capitalised names in a question after its first word unless it opens a name (a question about two things, or through one)."""
+    words = re.findall(r"[\w'-]+", question)
+    words = words if _opens_name(words) else words[1:]
     return list(dict.fromkeys(w for w in words if w[:1].isupper() and w.lower() not in _QUESTION_WORDS))
 
 

@@ -43,14 +43,18 @@ class Ledger:
     @classmethod
     def for_answer(cls, facts: list[Fact], evidence: list[Evidence], limit: int) -> Ledger:
         """The documents the facts rest on, one entry each, numbered in the order the facts (as the answer
-        presents them, `answer_order`) first cite them; at most `limit`. No facts, no ledger: the answer then
-        declines rather than writing from passages that nothing showed to be relevant."""
+        presents them, `answer_order`) first cite them; at most `limit`, the documents of the best facts (the
+        facts' own order) when there are more. No facts, no ledger: the answer then declines rather than writing
+        from passages that nothing showed to be relevant."""
         by_id = {e.id: e for e in evidence}
+        best = list(dict.fromkeys((by_id[i].collection, by_id[i].doc_id)
+                                  for fact in facts for i in fact.evidence_ids if i in by_id))[:limit]
+        chosen = set(best)
         documents: dict[tuple[str, str], list[Evidence]] = {}
         for fact in answer_order(facts, {e.id: e.collection for e in evidence}):
             for e in (by_id[i] for i in fact.evidence_ids if i in by_id):
                 key = (e.collection, e.doc_id)
-                if key not in documents and len(documents) >= limit:
+                if key not in chosen:
                     continue
                 parts = documents.setdefault(key, [])
                 if e not in parts:

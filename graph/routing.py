@@ -233,6 +233,12 @@ def side_by_side(route: Route) -> bool:
     return route.query_type == "comparative" and len(route.preferred) >= 2
 
 
+def spread(route: Route) -> bool:
+    """Whether an answer spreads over its sources (overviews, deep dives, comparisons of sources: every consulted
+    source represented) rather than focusing on the few passages that answer one thing."""
+    return route.query_type in ("exploratory", "deep_dive") or side_by_side(route)
+
+
 def search_scope(kind: QueryType, named: list[str], restricted: list[str], everything: list[str]) -> list[str]:
     """Which collections research searches, named ones first. Every collection, in parallel (a search costs
     milliseconds), and the evidence decides which ones the answer draws on; a named collection only goes first

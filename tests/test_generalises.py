@@ -355,3 +355,27 @@ def test_a_model_translation_keeps_names_numbers_and_field_terms(query: str, wor
 def test_a_translation_with_another_number_of_queries_is_invalid() -> None:
     with pytest.raises(ValueError):
         accept_translation(Translation(queries=["a query", "another"]), ["één zoekvraag"], CATALOG.glossary)
+
+
+SPIZER = Evidence(id="w1/bruce-spizer#0", collection="w1", doc_id="bruce-spizer", title="Bruce Spizer",
+                  text="David \"Bruce\" Spizer (born July 2, 1955) is a tax attorney in New Orleans who is also "
+                       "recognized as an expert on The Beatles. He has published eight books.")
+BEATLES = Evidence(id="w2/the-beatles#0", collection="w2", doc_id="the-beatles", title="The Beatles",
+                   text="The Beatles were an English rock band, formed in Liverpool in 1960. They became widely "
+                        "regarded as the foremost and most influential act of the rock era.")
+ERA = Evidence(id="w2/azra#0", collection="w2", doc_id="azra", title="Azra",
+               text="Azra was a rock band popular across Yugoslavia in the 1980s, one of the most influential "
+                    "bands of the new wave rock era there.")
+
+
+@pytest.mark.parametrize("question", [
+    "Who is Bruce Spizer an expert on, known as the most influential act of the rock era?",
+    # research hands on a keyword query: its first word is the name itself
+    "Bruce Spizer expert known most influential act rock era",
+])
+def test_a_bridge_through_two_linked_passages_is_answered_from_both(question: str) -> None:
+    """Neither passage holds the question's words alone; together, linked by the name one gives the other's
+    title, they do."""
+    facts = select_facts(question, [ERA, SPIZER, BEATLES], 4, language="en", spread=False)
+    cited = {i for f in facts for i in f.evidence_ids}
+    assert {SPIZER.id, BEATLES.id} <= cited, facts

@@ -506,3 +506,33 @@ def test_a_fact_whose_document_did_not_fit_is_not_in_the_prompt() -> None:
     fitted = Ledger.for_answer(facts, docs, limit=5).fit(110, passage_chars=800)
     block = fitted.facts_block(facts)
     assert len(fitted) == 1 and "Alpha holds. [1]" in block and "Beta" not in block
+
+
+def test_a_limited_ledger_keeps_the_documents_of_the_best_facts() -> None:
+    """Facts come best first; the answer presents them grouped by collection. A limit drops the documents of
+    the last facts, not of the last collection."""
+    docs = [_doc(1, "alpha"), Evidence(id="x/d2#0", collection="x", doc_id="d2", title="Doc 2", text="beta"),
+            _doc(3, "gamma")]
+    facts = [Fact(text="Alpha.", evidence_ids=["c/d1#0"]), Fact(text="Beta.", evidence_ids=["x/d2#0"]),
+             Fact(text="Gamma.", evidence_ids=["c/d3#0"])]
+    ledger = Ledger.for_answer(facts, docs, limit=2)
+    assert [e.doc_id for e in ledger] == ["d1", "d2"]
+    assert [e.doc_id for e in Ledger.for_answer(facts, docs, limit=3)] == ["d1", "d3", "d2"]  # grouped
+
+
+@pytest.mark.parametrize(("kind", "preferred", "model", "documents"), [
+    ("factual", [], True, 5),  # one thing asked: the documents of the best facts, as many as a plain RAG reads
+    ("comparative", [], True, 5),  # two named things compared over every collection
+    ("comparative", ["a", "b"], True, 12),  # two sources compared: each side reads its own
+    ("exploratory", [], True, 12),
+    ("deep_dive", [], True, 12),
+    ("factual", [], False, 12),  # offline: the extractive answer quotes its key sentences only
+])
+def test_a_model_reads_few_documents_for_a_question_about_one_thing(kind: str, preferred: list[str], model: bool,
+                                                                     documents: int) -> None:
+    from graph.config import PipelineConfig
+    from graph.models import Route
+    from graph.nodes.synthesize import answer_documents
+
+    route = Route(query_type=kind, collections=["a", "b"], reason="test", preferred=preferred)
+    assert answer_documents(route, PipelineConfig(ledger_limit=12, focus_documents=5), model) == documents

@@ -21,7 +21,7 @@ from graph.hops import listed_things, unfound_things, without
 from graph.ledger import FactsReply, Ledger, order_evidence
 from graph.llm import estimate_tokens
 from graph.models import Evidence, Fact, Route, Usage
-from graph.routing import side_by_side
+from graph.routing import spread
 from graph.state import State
 from graph.structured import ask_json
 
@@ -46,7 +46,7 @@ def extractive_facts(ctx: Context, query: str, window: list[Evidence], limit: in
                      route: Route) -> list[Fact]:
     return select_facts(query, window, limit, language=ctx.language, min_coverage=min_coverage,
                         prior=set(route.preferred),
-                        spread=route.query_type in ("exploratory", "deep_dive") or side_by_side(route),
+                        spread=spread(route),
                         glossary=ctx.catalog.glossary)
 
 

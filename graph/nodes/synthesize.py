@@ -10,6 +10,7 @@ from langgraph.runtime import Runtime
 from graph import messages
 from graph.answer_stream import AnswerStream, SentenceCiter, repeating
 from graph.claims import best_source, cited_numbers, high_stakes_question, sentence_supported, unsupported_claims
+from graph.config import PipelineConfig
 from graph.context import Context
 from graph.events import Finished, SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
@@ -17,7 +18,7 @@ from graph.ledger import Ledger, answer_order, cut_at_word
 from graph.llm import LLMError
 from graph.loop import Loop
 from graph.models import Evidence, Route, Usage
-from graph.routing import side_by_side
+from graph.routing import side_by_side, spread
 from graph.state import State
 from graph.structured import fallback
 
@@ -86,9 +87,18 @@ def not_found(unfound: list[str], loop: Loop) -> list[str]:
     return list(dict.fromkeys(unfound + missing))
 
 
+def answer_documents(route: Route, config: PipelineConfig, model: bool) -> int:
+    """How many documents the answer may rest on: for a model answering a question about one thing (or
+    comparing named things), those of the best facts up to `focus_documents` (the five of a plain RAG): on
+    HotpotQA the rest were passages sharing a phrase with the question and nothing else, which cost prompt
+    tokens and led a small model astray; overviews, deep dives and comparisons of sources read more, and an
+    offline answer quotes only its few key sentences anyway."""
+    return config.ledger_limit if spread(route) or not model else min(config.focus_documents, config.ledger_limit)
+
+
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
-    ledger = Ledger.for_answer(state["facts"], state["evidence"], ctx.config.ledger_limit)
+    ledger = Ledger.for_answer(state["facts"], state["evidence"], answer_documents(route, ctx.config, ctx.llm is not None))
     sides = comparison_sides(side_by_side(route), route.collections, ledger, ctx.config.prompt_passages)
     if ctx.llm is not None and not sides:  # what the model reads is all it may cite (a side reads a few passages)
         ledger = ledger.fit(ctx.config.evidence_tokens, ctx.config.passage_chars)
