@@ -75,7 +75,7 @@ def _opens_name(words: list[str]) -> bool:
 def entity_words(question: str) -> list[str]:
     """Names and numbers in the question (capitalised words after the first, words with digits). The first word
     stays out even when it may open a name: a question is declined when one of these occurs in no passage, and
-    "Vergelijk IAEA …" opens with a verb."""
+    "Vergelijk INSAG-10 …" opens with a verb."""
     words = re.findall(r"[\w/.-]+", question)
     return [w for i, w in enumerate(words) if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper())]
 
