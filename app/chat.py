@@ -8,6 +8,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
+from dataclasses import asdict
 from typing import Any
 
 from starlette.requests import Request
@@ -20,7 +21,9 @@ from app.sse import ChunkRenderer
 from app.tasks import answer_task
 from graph import messages
 from graph.cache import cache_key
+from graph.context import AnswerOptions
 from graph.events import (
+    AnswerCut,
     AnswerDelta,
     Degraded,
     ErrorEvent,
@@ -35,6 +38,7 @@ from graph.events import (
     to_record,
 )
 from graph.language import detect_language
+from graph.llm import LLMError
 from graph.models import Turn
 from graph.runner import run_pipeline, start
 
@@ -65,8 +69,9 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
     settings = services.settings
     if request.model not in (settings.model_id, settings.lite_model_id) and not settings.accept_any_model:
         raise APIError(404, f"The model '{request.model}' does not exist", param="model", code="model_not_found")
-    if request.n not in (None, 1):
-        raise APIError(400, "only n=1 is supported", param="n", code="unsupported_value")
+    refused = unsupported_field(request, offline=settings.offline)
+    if refused is not None:
+        raise APIError(400, refused[1], param=refused[0], code="unsupported_value")
     if len(request.messages) > settings.max_messages:
         raise APIError(400, f"at most {settings.max_messages} messages are accepted", param="messages",
                        code="too_many_messages")
@@ -77,18 +82,74 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
                 code="context_length_exceeded")
 
 
-_REPLAYED = (Step, SourceFound, AnswerDelta, Finished)
+EFFORTS = {"none": "low", "minimal": "low", "low": "low", "medium": None, "high": "high"}  # -> research depth
+JSON_HINT_CHARS = 2000
+
+
+def answer_options(request: ChatCompletionRequest) -> AnswerOptions:
+    """The request fields that change the answer (README, "Request fields"), for the pipeline's answer call."""
+    fmt = request.response_format or {}
+    schema: dict | None = None
+    if fmt.get("type") == "json_schema":
+        schema = fmt["json_schema"]["schema"]
+    elif fmt.get("type") == "json_object":
+        schema = {"type": "object"}
+    hint = ""
+    if schema is not None:  # the caller's own description of the JSON often sits in its system message
+        hint = "\n".join(m.text() for m in request.messages if m.role in ("system", "developer"))[:JSON_HINT_CHARS]
+    stop = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
+    effort = request.reasoning_effort or (request.reasoning.effort if request.reasoning else None)
+    return AnswerOptions(
+        max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop, temperature=request.temperature,
+        top_p=request.top_p, seed=request.seed, json_schema=schema, json_hint=hint.strip(),
+        depth=EFFORTS.get(effort or "medium"),
+    )
+
+
+def unsupported_field(request: ChatCompletionRequest, *, offline: bool) -> tuple[str, str] | None:
+    """The first request field this service cannot honour and will not silently ignore (param, message): what
+    it would return is not what the caller asked for. Fields that are harmless to ignore are listed in the
+    README's table, with the reason."""
+    if request.n not in (None, 1):
+        return "n", "only n=1 is supported"
+    if request.logprobs or request.top_logprobs:
+        field = "logprobs" if request.logprobs else "top_logprobs"
+        return field, "log probabilities are not available: the answer is assembled from several model calls"
+    if request.audio is not None or "audio" in (request.modalities or []):
+        return ("audio" if request.audio is not None else "modalities"), "only text output is supported"
+    choice = request.tool_choice
+    if choice == "required" or isinstance(choice, dict):
+        return "tool_choice", "this service never calls tools; tool_choice can only be 'auto' or 'none'"
+    effort = request.reasoning_effort or (request.reasoning.effort if request.reasoning else None)
+    if effort is not None and effort not in EFFORTS:
+        param = "reasoning_effort" if request.reasoning_effort else "reasoning.effort"
+        return param, f"reasoning_effort must be one of {', '.join(EFFORTS)}"
+    fmt = request.response_format or {}
+    kind, spec = fmt.get("type"), fmt.get("json_schema")
+    if kind not in (None, "text", "json_object", "json_schema"):
+        return "response_format.type", f"unknown response_format type '{kind}'"
+    if kind == "json_schema" and not (isinstance(spec, dict) and isinstance(spec.get("schema"), dict)):
+        return "response_format.json_schema", "response_format json_schema needs a 'json_schema.schema' object"
+    if kind in ("json_object", "json_schema") and offline:
+        return "response_format", ("a JSON answer needs a model and this service runs offline (no LLM_BASE_URL): "
+                                   "only the extractive text answer is available")
+    return None
+
+
+_REPLAYED = (Step, SourceFound, AnswerDelta, AnswerCut, Finished)
 
 
 async def pipeline_events(
-    services: Services, turns: list[Turn], tenant: str, model: str
+    services: Services, turns: list[Turn], tenant: str, model: str, answer: AnswerOptions | None = None
 ) -> AsyncIterator[ThoughtEvent]:
     """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent.
 
     A complete, undegraded answer is kept in the response cache; the same conversation from the same API
     key then replays it (think lines, sources, answer) without running the pipeline."""
     settings = services.settings
-    key = cache_key("answer", tenant, model, services.fingerprint, [(t.role, " ".join(t.content.split())) for t in turns])
+    answer = answer or AnswerOptions()
+    key = cache_key("answer", tenant, model, services.fingerprint, [(t.role, " ".join(t.content.split())) for t in turns],
+                    asdict(answer))
     if settings.response_cache:
         hit = await services.cache.get(key)
         if hit is not None:
@@ -96,7 +157,7 @@ async def pipeline_events(
             for record in hit:
                 yield from_record(record)
             return
-    state, context = start(turns, services.context, tenant)
+    state, context = start(turns, services.context, tenant, answer)
     recorded: list[ThoughtEvent] = []
     cacheable = settings.response_cache
     try:
@@ -112,6 +173,8 @@ async def pipeline_events(
             await services.cache.set(key, [to_record(e) for e in recorded], settings.cache_ttl_s)
     except TimeoutError:
         yield ErrorEvent(f"request timed out after {services.settings.request_timeout_s:.0f}s", "timeout")
+    except LLMError as exc:  # only where no honest partial answer exists: a JSON answer the model could not write
+        yield ErrorEvent(f"the upstream model failed: {exc}", "upstream")
     except Exception as exc:  # a bug must not become a hung or broken stream
         log.exception("pipeline failed")
         yield ErrorEvent(f"internal error in the pipeline ({type(exc).__name__})")
@@ -213,6 +276,7 @@ async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEve
         model=renderer.model,
         choices=[
             Choice(
+                finish_reason=renderer.finish_reason,
                 message=ResponseMessage(
                     content=renderer.answer_text,
                     reasoning_content=renderer.reasoning_text if renderer.think_mode != "off" else None,
@@ -220,6 +284,8 @@ async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEve
             )
         ],
         usage=renderer.usage,
+        citations=renderer.citations,
+        search_results=renderer.search_results,
     )
 
 
@@ -232,11 +298,33 @@ async def task_events(services: Services, task: str, request: ChatCompletionRequ
     yield AnswerDelta(text)
 
 
+def progress_mode(request: ChatCompletionRequest, default: str) -> str:
+    """Where this request's progress lines go: `default` (THINK_MODE) unless the request says otherwise with
+    OpenRouter's conventions: `reasoning: {"exclude": true}` or `include_reasoning: false`, nowhere;
+    any other `reasoning` object or `include_reasoning: true`, `reasoning_content` (a client that asks for
+    reasoning reads it as a field, not as tags in the content). A structured `response_format` never gets
+    tags: its content must be the JSON document alone."""
+    options = request.reasoning
+    if (options and options.exclude) or request.include_reasoning is False:
+        return "off"
+    if options is not None or request.include_reasoning:
+        return "reasoning_content"
+    if default == "tags" and structured_format(request):
+        return "reasoning_content"
+    return default
+
+
+def structured_format(request: ChatCompletionRequest) -> bool:
+    """Whether the request asks for a JSON answer (`json_object` or `json_schema`)."""
+    kind = (request.response_format or {}).get("type")
+    return kind in ("json_object", "json_schema")
+
+
 def new_renderer(request: ChatCompletionRequest, services: Services, *, think: bool, openwebui: bool) -> ChunkRenderer:
     return ChunkRenderer(
         completion_id=completion_id(),
         created=now(),
         model=request.model,
-        think_mode=services.settings.think_mode if think else "off",
+        think_mode=progress_mode(request, services.settings.think_mode) if think else "off",
         openwebui=openwebui,
     )

@@ -39,6 +39,7 @@ CODES = {
     429: "rate_limit_exceeded",
     499: "client_closed",
     500: "internal_error",
+    502: "upstream_error",
     503: "unavailable",
     504: "timeout",
 }
@@ -68,12 +69,25 @@ def error_body(status: int, message: str, *, param: str | None = None, code: str
 def event_status(kind: str) -> int:
     """The HTTP status of a pipeline `ErrorEvent` kind: what a non-streamed request answers, and what a stream's
     in-band error says by its `type` and `code`."""
-    return 504 if kind == "timeout" else 500
+    return {"timeout": 504, "upstream": 502}.get(kind, 500)
+
+
+RETRYABLE = (408, 409, 429)  # and 5xx, except a request that used up its own time budget
+
+
+def retry_headers(status: int, code: str | None = None) -> dict[str, str]:
+    """What tells an SDK not to retry: openai-python (and the clients built on it) retry 408, 409, 429 and any
+    5xx twice unless `x-should-retry: false`. A request that ran out of REQUEST_TIMEOUT_S would run the whole
+    pipeline again and time out again; a refused request is refused again."""
+    if status in RETRYABLE or (status >= 500 and (code or default_code(status)) != "timeout"):
+        return {}
+    return {"x-should-retry": "false"}
 
 
 def error_response(
     status: int, message: str, *, param: str | None = None, code: str | None = None, headers: dict | None = None
 ) -> JSONResponse:
+    headers = {**retry_headers(status, code), **(headers or {})}
     return JSONResponse(error_body(status, message, param=param, code=code), status_code=status, headers=headers)
 
 

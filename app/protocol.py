@@ -41,6 +41,15 @@ class StreamOptions(BaseModel):
     include_usage: StrictBool = False
 
 
+class ReasoningOptions(BaseModel):
+    """OpenRouter's `reasoning` request object; here it says where the progress goes (`exclude`: nowhere)."""
+
+    model_config = ConfigDict(extra="allow")
+    exclude: StrictBool = False
+    enabled: StrictBool | None = None
+    effort: str | None = None
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = Field(min_length=1)
@@ -62,6 +71,11 @@ class ChatCompletionRequest(BaseModel):
     logprobs: StrictBool | None = None
     user: str | None = None
     reasoning_effort: str | None = None
+    reasoning: ReasoningOptions | None = None  # OpenRouter's convention
+    include_reasoning: StrictBool | None = None  # OpenRouter's older switch
+    top_logprobs: StrictInt | None = None
+    modalities: list[str] | None = None
+    audio: dict[str, Any] | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -114,6 +128,15 @@ class ChunkChoice(BaseModel):
     logprobs: None = None
 
 
+class SearchResult(BaseModel):
+    """A cited document as retrieval-backed OpenAI-compatible APIs give it (Perplexity's `search_results`)."""
+
+    title: str
+    url: str
+    date: str | None = None  # the document's year, when known
+    snippet: str = ""
+
+
 class ChatCompletionChunk(BaseModel):
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
@@ -121,6 +144,9 @@ class ChatCompletionChunk(BaseModel):
     model: str
     choices: list[ChunkChoice]
     usage: UsageInfo | None = None
+    # extension, on the final chunk only: the cited documents in citation order (`[1]` is the first)
+    citations: list[str] | None = None
+    search_results: list[SearchResult] | None = None
 
 
 class ResponseMessage(BaseModel):
@@ -144,6 +170,8 @@ class ChatCompletion(BaseModel):
     model: str
     choices: list[Choice]
     usage: UsageInfo
+    citations: list[str] = Field(default_factory=list)  # extension: the cited documents' URLs, `[1]` first
+    search_results: list[SearchResult] = Field(default_factory=list)  # extension: the same documents, described
 
 
 class ModelCard(BaseModel):

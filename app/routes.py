@@ -11,6 +11,7 @@ from sse_starlette import EventSourceResponse
 from app.auth import bearer_token, check_api_key, check_operator_key, has_valid_key
 from app.chat import (
     RequestRecord,
+    answer_options,
     complete_chat,
     conversation,
     new_renderer,
@@ -19,9 +20,11 @@ from app.chat import (
     task_events,
     validate,
 )
+from app.errors import APIError
 from app.protocol import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
 from app.ratelimit import rate_limit
 from app.services import Services
+from app.settings import Settings
 from app.tasks import detect_task
 from graph.cache import tenant_of
 
@@ -47,15 +50,26 @@ def _wants_openwebui_events(request: Request, svc: Services) -> bool:
     return "x-openwebui-chat-id" in request.headers
 
 
+def _models(settings: Settings) -> list[ModelCard]:
+    return [
+        ModelCard(id=settings.model_id, created=_STARTED, name="NEO NL Agent"),
+        ModelCard(id=settings.lite_model_id, created=_STARTED, name="NEO NL Agent (lite, background tasks)"),
+    ]
+
+
 @router.get("/v1/models", response_model=ModelList, dependencies=[Depends(check_api_key)], responses=_ERRORS)
 async def list_models(request: Request) -> ModelList:
-    settings = request.app.state.settings
-    return ModelList(
-        data=[
-            ModelCard(id=settings.model_id, created=_STARTED, name="NEO NL Agent"),
-            ModelCard(id=settings.lite_model_id, created=_STARTED, name="NEO NL Agent (lite, background tasks)"),
-        ]
-    )
+    return ModelList(data=_models(request.app.state.settings))
+
+
+@router.get("/v1/models/{model:path}", response_model=ModelCard, dependencies=[Depends(check_api_key)],
+            responses=_ERRORS)
+async def retrieve_model(model: str, request: Request) -> ModelCard:
+    """One model of the list (`client.models.retrieve`); a model id may hold a slash."""
+    for card in _models(request.app.state.settings):
+        if card.id == model:
+            return card
+    raise APIError(404, f"The model '{model}' does not exist", param="model", code="model_not_found")
 
 
 @router.post(
@@ -72,7 +86,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
         events = task_events(svc, task, body)
         renderer = new_renderer(body, svc, think=False, openwebui=False)
     else:
-        events = pipeline_events(svc, turns, tenant_of(bearer_token(request)), body.model)
+        events = pipeline_events(svc, turns, tenant_of(bearer_token(request)), body.model, answer_options(body))
         renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
     streamed = bool(body.stream)
     record = RequestRecord(request.app.state.metrics, "task" if task else "chat", streamed)

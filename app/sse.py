@@ -10,8 +10,9 @@ import time
 from typing import Any
 
 from app.errors import error_body, event_status
-from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, UsageInfo
+from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, SearchResult, UsageInfo
 from graph.events import (
+    AnswerCut,
     AnswerDelta,
     Degraded,
     ErrorEvent,
@@ -42,13 +43,17 @@ class ChunkRenderer:
         self.first_answer_at: float | None = None  # perf_counter() of the first answer text
         self.last_status = ""
         self.final_status = ""  # `Finished`: the closing entry of Open WebUI's progress list
+        self.finish_reason = "stop"  # "length" when the answer stopped at the caller's max_tokens
+        self.sources: list[SourceFound] = []  # the answer's cited documents, in the order it first cites them
 
     # ------------------------------------------------------------ wire objects
-    def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None) -> dict[str, Any]:
+    def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None,
+               sources: bool = False) -> dict[str, Any]:
         choices = [] if usage is not None else [ChunkChoice(delta=delta, finish_reason=finish)]
         data = ChatCompletionChunk(
-            id=self.id, created=self.created, model=self.model, choices=choices, usage=usage
-        ).model_dump()
+            id=self.id, created=self.created, model=self.model, choices=choices, usage=usage,
+            citations=self.citations if sources else None, search_results=self.search_results if sources else None,
+        ).model_dump(exclude={} if sources else {"citations", "search_results"})
         for choice in data["choices"]:
             choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
         return data
@@ -94,6 +99,7 @@ class ChunkRenderer:
             self.final_status = neutralize(event.text)
             return []
         if isinstance(event, SourceFound):
+            self.sources.append(event)
             out = []
             if self.openwebui:
                 out.append(
@@ -114,6 +120,9 @@ class ChunkRenderer:
                     }
                 )
             return out
+        if isinstance(event, AnswerCut):
+            self.finish_reason = "length"
+            return []
         if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, Unsupported)):
             return []  # the matching Step lines already tell the story in the think block
         if isinstance(event, UsageEvent):
@@ -139,9 +148,9 @@ class ChunkRenderer:
         out += self.close_think()
         if self.openwebui:  # Open WebUI lists every status: close it with what the answer rests on, not a repeat
             out.append(self._status(self.final_status or self.last_status, done=True))
-        out.append(self._chunk(DeltaMessage(), finish="stop"))
+        out.append(self._chunk(DeltaMessage(), finish=self.finish_reason, sources=True))
         if include_usage:
-            out.append(self._chunk(DeltaMessage(), usage=self.usage))
+            out.append(self._chunk(DeltaMessage(), usage=self.usage, sources=True))
         return out
 
     def error(self, message: str, kind: str = "server_error") -> list[dict[str, Any]]:
@@ -150,6 +159,20 @@ class ChunkRenderer:
         out = self._answer_text(self._answer_filter.flush()) + self.close_think()
         out.append(error_body(event_status(kind), message))
         return out
+
+    @property
+    def citations(self) -> list[str]:
+        """The cited documents' URLs, `citations[n - 1]` for `[n]` (Perplexity's field; "" for a document
+        without one, so the positions still match)."""
+        return [s.url for s in self._cited()]
+
+    @property
+    def search_results(self) -> list[SearchResult]:
+        return [SearchResult(title=s.title, url=s.url, date=str(s.year) if s.year else None, snippet=s.snippet)
+                for s in self._cited()]
+
+    def _cited(self) -> list[SourceFound]:
+        return sorted({s.number: s for s in self.sources}.values(), key=lambda s: s.number)
 
     @property
     def reasoning_text(self) -> str:

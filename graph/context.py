@@ -9,7 +9,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from graph.cache import Cache, cache_key
 from graph.collections import Catalog
@@ -18,6 +18,33 @@ from graph.llm import LLMClient
 from graph.mcp_client import DocumentClient
 from graph.models import Language, Usage
 from graph.prompts import Prompts
+
+Depth = Literal["low", "high"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerOptions:
+    """What the caller asked of the answer (the OpenAI request fields that change it), for the answer call only:
+    the research steps keep their own settings."""
+
+    max_tokens: int | None = None  # `max_completion_tokens` / `max_tokens`: the answer text at most
+    stop: tuple[str, ...] = ()
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None  # `response_format`: a JSON answer valid for this schema
+    json_hint: str = ""  # the caller's own words about the JSON (its system messages), for `json_object`
+    depth: Depth = None  # `reasoning_effort`: low = the cheapest path, high = the full loop, None = adaptive
+
+    @property
+    def structured(self) -> bool:
+        return self.json_schema is not None
+
+    def sampling(self) -> dict[str, Any]:
+        """The sampling fields the caller set, as the upstream request takes them."""
+        fields = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
+                  "stop": list(self.stop) or None}
+        return {k: v for k, v in fields.items() if v is not None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +60,11 @@ class Context:
     tenant: str = "anonymous"  # hashed API key: cached plans are never shared across keys
     language: Language = "nl"  # the language of the question, and so of every line and the answer
     deadline: float = math.inf  # time.monotonic() after which no further research round starts
+    answer: AnswerOptions = AnswerOptions()
 
-    def for_request(self, *, language: Language, tenant: str = "anonymous") -> Context:
-        return replace(self, tenant=tenant, language=language,
+    def for_request(self, *, language: Language, tenant: str = "anonymous",
+                    answer: AnswerOptions | None = None) -> Context:
+        return replace(self, tenant=tenant, language=language, answer=answer or AnswerOptions(),
                        deadline=time.monotonic() + self.config.research_seconds)
 
     def display(self, name: str) -> str:

@@ -38,6 +38,7 @@ class SourceFound:
     url: str
     evidence_id: str
     snippet: str = ""
+    year: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,11 @@ class Finished:
 @dataclass(frozen=True, slots=True)
 class AnswerDelta:
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerCut:
+    """The model's answer stopped at the caller's `max_tokens` (OpenAI's `finish_reason: "length"`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +100,8 @@ class Unsupported:
     sentences: tuple[str, ...]
 
 
-ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | UsageEvent | ErrorEvent | Degraded | LLMFallback
-                | Unsupported | Finished)
+ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | AnswerCut | UsageEvent | ErrorEvent | Degraded
+                | LLMFallback | Unsupported | Finished)
 
 
 def emit(event: ThoughtEvent) -> None:
@@ -110,8 +116,8 @@ def degrade(reason: str, line: str | None = None) -> None:
     emit(Degraded(reason))
 
 
-_TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, UsageEvent, ErrorEvent, Degraded,
-                                        LLMFallback, Unsupported, Finished)}
+_TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, AnswerCut, UsageEvent, ErrorEvent,
+                                        Degraded, LLMFallback, Unsupported, Finished)}
 
 
 def to_record(event: ThoughtEvent) -> dict:

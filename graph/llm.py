@@ -56,9 +56,10 @@ StructuredMode = Literal["json_schema", "json_object", "prompt"]
 STRUCTURED_MODES: tuple[StructuredMode, ...] = ("json_schema", "json_object", "prompt")
 
 
-def response_format(mode: StructuredMode, name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+def response_format(mode: StructuredMode, name: str, schema: dict[str, Any], strict: bool = True
+                    ) -> dict[str, Any] | None:
     if mode == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": strict}}
     if mode == "json_object":
         # llama-cpp-python reads an optional `schema` here and turns it into a grammar; others ignore it
         return {"type": "json_object", "schema": schema}
@@ -69,6 +70,16 @@ def response_format(mode: StructuredMode, name: str, schema: dict[str, Any]) -> 
 class Completion:
     text: str
     usage: Usage
+    finish_reason: str = ""  # the upstream's ("stop", "length", ...)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The last item of a streamed call: its usage and why it ended ("stop"; "length": it reached `max_tokens`;
+    "cut": the caller's `stop` ended it)."""
+
+    usage: Usage
+    finish_reason: str = "stop"
 
 
 def estimate_tokens(text: str) -> int:
@@ -152,12 +163,13 @@ class LLMClient:
             return False
 
     def _body(self, messages: list[dict[str, str]], fast: bool, max_tokens: int | None, stream: bool,
-              reply_format: dict[str, Any] | None = None) -> dict[str, Any]:
+              reply_format: dict[str, Any] | None = None, sampling: dict[str, Any] | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.fast_model if fast else self.model,
             "messages": messages,
             "temperature": 0.1 if fast else 0.3,
             "stream": stream,
+            **(sampling or {}),  # the caller's own temperature, top_p, seed, stop (the answer call only)
         }
         if max_tokens:
             body["max_tokens"] = max_tokens
@@ -175,7 +187,7 @@ class LLMClient:
 
     async def complete_json(
         self, messages: list[dict[str, str]], *, name: str, schema: dict[str, Any], fast: bool = True,
-        max_tokens: int | None = None,
+        max_tokens: int | None = None, strict: bool = True, sampling: dict[str, Any] | None = None,
     ) -> Completion:
         """A call whose reply must be JSON of `schema`, in the strongest mode the upstream accepts.
 
@@ -186,8 +198,8 @@ class LLMClient:
         modes = STRUCTURED_MODES[STRUCTURED_MODES.index(self.structured.get(model, "json_schema")):]
         for mode in modes:
             try:
-                result = await self.complete(messages, fast=fast, max_tokens=max_tokens,
-                                             reply_format=response_format(mode, name, schema))
+                result = await self.complete(messages, fast=fast, max_tokens=max_tokens, sampling=sampling,
+                                             reply_format=response_format(mode, name, schema, strict))
             except LLMError as exc:
                 if mode == "prompt" or not exc.rejects_format:
                     raise
@@ -201,10 +213,10 @@ class LLMClient:
 
     async def complete(
         self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None,
-        reply_format: dict[str, Any] | None = None,
+        reply_format: dict[str, Any] | None = None, sampling: dict[str, Any] | None = None,
     ) -> Completion:
         """Non-streaming call with bounded retries; returns the answer text (reasoning removed) and usage."""
-        body = self._body(messages, fast, max_tokens, stream=False, reply_format=reply_format)
+        body = self._body(messages, fast, max_tokens, stream=False, reply_format=reply_format, sampling=sampling)
         prompt_chars = "".join(m["content"] for m in messages)
         async with self._gate:
             for attempt in range(self.max_retries + 1):
@@ -215,6 +227,7 @@ class LLMClient:
                         try:
                             payload = response.json()
                             content = payload["choices"][0]["message"].get("content") or ""
+                            finish = payload["choices"][0].get("finish_reason") or ""
                         except (ValueError, KeyError, IndexError, TypeError) as exc:
                             raise LLMError(f"unparseable upstream response: {exc}", retryable=True) from exc
                 except (httpx.TransportError, TimeoutError) as exc:
@@ -224,7 +237,7 @@ class LLMClient:
                 else:
                     splitter = InlineReasoningSplitter()
                     answer = splitter.feed(content)[1] + splitter.flush()[1]
-                    return Completion(answer.strip(), _usage(payload.get("usage"), prompt_chars, content))
+                    return Completion(answer.strip(), _usage(payload.get("usage"), prompt_chars, content), finish)
                 if not error.retryable or attempt == self.max_retries:
                     raise error
                 log.warning("upstream call failed (%s), retrying", error)
@@ -233,23 +246,24 @@ class LLMClient:
 
     async def stream(
         self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None,
-        stop: Callable[[str], bool] | None = None,
-    ) -> AsyncIterator[str | Usage]:
-        """Stream answer text deltas as the upstream produces them; the last item is the call's `Usage`.
+        stop: Callable[[str], bool] | None = None, sampling: dict[str, Any] | None = None,
+    ) -> AsyncIterator[str | StreamEnd]:
+        """Stream answer text deltas as the upstream produces them; the last item is a `StreamEnd` (the call's
+        `Usage` and why it ended: "length" when it reached `max_tokens`).
 
         Retries (429/5xx/connection errors) happen only before the first answer token; a failure after it
         raises `LLMError` so the caller can end the answer honestly. `stop(text so far)`, asked every few
         deltas, ends the call early (a small model caught in a loop): the connection is closed, which makes
         the upstream stop generating, and the usage is estimated.
         """
-        body = self._body(messages, fast, max_tokens, stream=True)
+        body = self._body(messages, fast, max_tokens, stream=True, sampling=sampling)
         prompt_chars = "".join(m["content"] for m in messages)
         async with self._gate:
             for attempt in range(self.max_retries + 1):
                 splitter = InlineReasoningSplitter()
                 produced: list[str] = []
                 usage_payload: dict[str, Any] | None = None
-                finished = False
+                finished = ""
                 try:
                     async with self._http.stream("POST", "chat/completions", json=body) as response:
                         await _raise_for_status(response)
@@ -264,7 +278,7 @@ class LLMClient:
                                 raise LLMError(f"upstream error: {chunk['error']}", retryable=not produced)
                             usage_payload = chunk.get("usage") or usage_payload
                             for choice in chunk.get("choices") or []:
-                                finished = finished or bool(choice.get("finish_reason"))
+                                finished = finished or choice.get("finish_reason") or ""
                                 # `reasoning_content` / `reasoning` deltas are deliberately ignored.
                                 text = (choice.get("delta") or {}).get("content") or ""
                                 answer = splitter.feed(text)[1] if text else ""
@@ -274,6 +288,7 @@ class LLMClient:
                             if stop and len(produced) % STOP_CHECK_EVERY == 0 and produced and stop("".join(produced)):
                                 log.warning("the model repeats itself: its answer is cut after %d deltas", len(produced))
                                 usage_payload = None  # the server's usage never comes: estimated below
+                                finished = "cut"
                                 break
                         else:
                             if not finished:  # some servers omit [DONE], none omit finish_reason
@@ -282,7 +297,7 @@ class LLMClient:
                     if tail:
                         produced.append(tail)
                         yield tail
-                    yield _usage(usage_payload, prompt_chars, "".join(produced))
+                    yield StreamEnd(_usage(usage_payload, prompt_chars, "".join(produced)), finished or "stop")
                     return
                 except (httpx.TransportError, SSEError) as exc:
                     error = LLMError(f"upstream connection failed: {failure_name(exc)}", retryable=not produced)

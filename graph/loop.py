@@ -68,6 +68,18 @@ class Limits:
     seconds_left: float
 
 
+def research_rounds(max_iterations: int, depth: str | None) -> int:
+    """Research rounds a request may take: one at depth "low" (the caller's `reasoning_effort`: the cheapest
+    path, no correction round or second hop), else the configured bound (MAX_ITERATIONS)."""
+    return 1 if depth == "low" else max_iterations
+
+
+def model_judges(depth: str | None, coverage_decided: bool, model: bool) -> bool:
+    """Whether the model judges the evidence: when coverage cannot decide (the adaptive default), also when it
+    can at depth "high" (the full loop: a model's verdict may ask for another round), never at depth "low"."""
+    return model and depth != "low" and (not coverage_decided or depth == "high")
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     stop: StopReason | None  # None: research `tasks` in another round

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from graph.context import Context
+from graph.context import AnswerOptions, Context
 from graph.events import ThoughtEvent
 from graph.instructions import split as split_instructions
 from graph.language import detect_language
@@ -42,14 +42,16 @@ class NodeTimings:
         return {name: round(value, 4) for name, value in sorted(self.seconds.items())}
 
 
-def start(turns: list[Turn], context: Context, tenant: str = "anonymous") -> tuple[State, Context]:
-    """Pipeline state and the request's context for a conversation whose last turn is the user's question."""
+def start(turns: list[Turn], context: Context, tenant: str = "anonymous",
+          answer: AnswerOptions | None = None) -> tuple[State, Context]:
+    """Pipeline state and the request's context for a conversation whose last turn is the user's question;
+    `answer`: what the caller asked of the answer (request fields)."""
     question, instructions = split_instructions(turns[-1].content.strip())
     state = State(question=question, instructions=instructions, history=turns[:-1], route=None, documents=[],
                   loop=Loop(), evidence=[], facts=[], outcomes=[], gaps=[], unfound=[], answer="", sources=[],
                   usage=Usage())
     language = instructions.language or detect_language(question)
-    return state, context.for_request(language=language, tenant=tenant)
+    return state, context.for_request(language=language, tenant=tenant, answer=answer)
 
 
 async def run_pipeline(

@@ -38,15 +38,20 @@ def read_json(text: str, reply: type[M]) -> M:
     brace of its own) and append an explanation: every `{` is tried in order, and decoding stops where that
     object ends (a greedy `{.*}` would swallow a second object or a brace in the trailing text).
     `<think>` blocks are already gone (`LLMClient.complete`)."""
-    decoder, start, error = json.JSONDecoder(), text.find("{"), None
-    while start >= 0:
+    return first_json(text, reply.model_validate)
+
+
+def first_json(text: str, accept: Callable[[Any], T], opens: str = "{") -> T:
+    """`accept` of the first JSON value in `text` that it takes (it raises ValueError for the others): each
+    position of a character of `opens` is tried in order (`read_json`)."""
+    decoder, error = json.JSONDecoder(), None
+    for start in (i for i, c in enumerate(text) if c in opens):
         try:
             value, _ = decoder.raw_decode(text, start)
-            return reply.model_validate(value)
+            return accept(value)
         except (ValueError, ValidationError) as exc:  # ValidationError is a ValueError; named for the reader
             error = error or exc
-        start = text.find("{", start + 1)
-    raise error or ValueError("no JSON object in the reply")
+    raise error or ValueError("no JSON document in the reply")
 
 
 def _strict(node: Any) -> Any:

@@ -20,6 +20,8 @@ from graph.loop import (
     decide,
     failed_collections,
     follow_up_tasks,
+    model_judges,
+    research_rounds,
     rules_verdict,
     untried,
     with_findings,
@@ -83,7 +85,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
     focus = route.search_query or state["question"]
     verdict = coverage_verdict(route.query_type, loop.tasks, covered, facts,
                                complete(focus, facts, evidence, ctx.catalog.glossary))
-    if verdict is None and ctx.llm is not None:
+    if model_judges(ctx.answer.depth, verdict is not None, ctx.llm is not None):
         prompt = ctx.prompts.render("judge", language, question=state["question"],
                                     facts="\n".join(f"- {f.text}" for f in facts),
                                     sources=", ".join(sources(loop.tasks, ctx)))
@@ -97,7 +99,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
     else:
         emit(Step(messages.line("verdict", language, status=status)))
 
-    limits = Limits(max_rounds=ctx.config.max_iterations,
+    limits = Limits(max_rounds=research_rounds(ctx.config.max_iterations, ctx.answer.depth),
                     tokens_left=ctx.config.token_budget - (state["usage"] + usage).total_tokens,
                     seconds_left=ctx.deadline - time.monotonic())
     failed = failed_collections(state["outcomes"])

@@ -82,12 +82,14 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
     ctx, language = runtime.context, runtime.context.language
     question, usage = state["question"], Usage()
     update: dict = {}
+    if ctx.answer.depth:  # the caller chose a research depth (`reasoning_effort`)
+        emit(Step(messages.line(f"depth_{ctx.answer.depth}", language, rounds=ctx.config.max_iterations)))
     if is_follow_up(question, any(t.role == "user" for t in state["history"])):
         question, usage = await rewrite_follow_up(state, ctx)
         update["question"] = question
         emit(Step(messages.line("rewritten", language, question=question)))
     decision = heuristic_route(question, ctx.catalog.collections, state["instructions"].detailed)
-    if asks_model(decision) and ctx.llm is not None:  # the heuristics are torn between types: one small call
+    if asks_model(decision) and ctx.llm is not None and ctx.answer.depth != "low":  # torn between types: one call
         by_model, spent = await classify(question, ctx)
         usage = usage + spent
         if by_model is not None and not model_type_plausible(by_model.query_type, decision):

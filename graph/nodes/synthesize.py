@@ -5,6 +5,8 @@ The answer streams as the upstream produces it; the sources list is rendered fro
 
 from __future__ import annotations
 
+import json
+
 from langgraph.runtime import Runtime
 
 from graph import messages
@@ -12,12 +14,13 @@ from graph.answer_stream import AnswerStream, SentenceCiter, repeating
 from graph.claims import best_source, cited_numbers, high_stakes_question, sentence_supported, unsupported_claims
 from graph.config import PipelineConfig
 from graph.context import Context
-from graph.events import Finished, SourceFound, Step, Unsupported, UsageEvent, degrade, emit
+from graph.events import AnswerCut, AnswerDelta, Finished, SourceFound, Step, Unsupported, UsageEvent, degrade, emit
 from graph.extractive import template_answer
 from graph.ledger import Ledger, answer_order, cut_at_word
-from graph.llm import LLMError
+from graph.llm import LLMError, StreamEnd
 from graph.loop import Loop
 from graph.models import Evidence, Route, Usage
+from graph.nodes.json_answer import cited_entries, write_json
 from graph.routing import side_by_side, spread
 from graph.state import State
 from graph.structured import fallback
@@ -106,6 +109,8 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     missing = not_found(state["unfound"], loop)
     if ledger and missing:
         gaps = gaps + [messages.line("not_found", ctx.language, missing=", ".join(missing))]
+    if ctx.answer.structured:
+        return await answer_as_json(state, ctx, ledger, gaps)
     system = ""
     if ctx.llm is not None:
         style = ctx.prompts.render(f"style_{answer_style(route)}", ctx.language)
@@ -123,8 +128,32 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     return {"answer": answer.text, "sources": ledger.shown(answer.filter.cited), "usage": usage}
 
 
+async def answer_as_json(state: State, ctx: Context, ledger: Ledger, gaps: list[str]) -> dict:
+    """The answer as the JSON document the request's `response_format` asks for (`json_answer`): what the model
+    reads is the ledger as the evidence budget cuts it; the documents the JSON cites go out as sources."""
+    assert ctx.llm is not None  # the HTTP edge refuses a JSON answer offline
+    language = ctx.language
+    if ledger:
+        ledger = ledger.fit(ctx.config.evidence_tokens, ctx.config.passage_chars)
+    hint = messages.line("json_hint", language, hint=ctx.answer.json_hint) if ctx.answer.json_hint else ""
+    user = ctx.prompts.render(
+        "answer_json", language, question=state["question"],
+        evidence=evidence_block(ctx, ledger) if ledger else messages.line("no_sources", language),
+        documents=_documents_block(named_documents(state, ledger), ctx), gaps="\n".join(gaps),
+        facts=ledger.facts_block(state["facts"], ctx.display, messages.line("key_facts", language)),
+        schema=json.dumps(ctx.answer.json_schema, ensure_ascii=False), hint=hint,
+        instructions=instructions_line(state, language))
+    document, usage = await write_json(ctx, ledger, user, system_prompt(ctx, ledger, ""))
+    cited = cited_entries(document, ledger)
+    for n, entry in cited:
+        emit(source_found(n, entry))
+    emit(AnswerDelta(document))
+    emit(Finished(messages.line("finished", language, n=len(cited))))
+    return {"answer": document, "sources": [entry for _, entry in cited], "usage": usage}
+
+
 def source_found(shown: int, e: Evidence) -> SourceFound:
-    return SourceFound(shown, e.title, e.collection, e.url, e.id, cut_at_word(e.text, PREVIEW_CHARS))
+    return SourceFound(shown, e.title, e.collection, e.url, e.id, cut_at_word(e.text, PREVIEW_CHARS), e.year)
 
 
 ANSWER_BLOCKS = ("evidence", "documents", "gaps", "facts", "sides")  # an answer prompt's variable blocks
@@ -151,10 +180,14 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
     def stop(text: str) -> bool:
         return answer.gate.closed or repeating(text)
 
-    async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=stop):
-        if isinstance(piece, Usage):
-            usage = piece
-            emit(UsageEvent(piece.prompt_tokens, piece.completion_tokens, piece.calls, "synthesize"))
+    if ctx.answer.max_tokens:
+        max_tokens = min(max_tokens, ctx.answer.max_tokens)
+    async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=stop, sampling=ctx.answer.sampling()):
+        if isinstance(piece, StreamEnd):
+            usage = piece.usage
+            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls, "synthesize"))
+            if piece.finish_reason == "length" and max_tokens == ctx.answer.max_tokens:
+                emit(AnswerCut())
             continue
         if heading:
             answer.write(heading, check=False)

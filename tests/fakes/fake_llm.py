@@ -468,6 +468,7 @@ class FakeLLM:
         return model if isinstance(model, str) and model else self.model
 
     def _completion(self, body: dict[str, Any], reply: Reply, text: str) -> dict[str, Any]:
+        text, finish = _bounded(text, body)
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
         if reply.reasoning is not None:
             message[reply.reasoning_field] = reply.reasoning
@@ -476,7 +477,7 @@ class FakeLLM:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self._model(body),
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
         }
         if reply.usage:
             completion["usage"] = self._usage(body, reply, text)
@@ -500,6 +501,7 @@ class FakeLLM:
             choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
             return _sse({**base, "choices": [choice]})
 
+        text, finish = _bounded(text, body)
         deltas = [{reply.reasoning_field: t} for t in split_tokens(reply.reasoning or "")]
         deltas += [{"content": t} for t in split_tokens(text)]
         await asyncio.sleep(ttft)
@@ -520,7 +522,7 @@ class FakeLLM:
                 await asyncio.Event().wait()  # until starlette cancels us on disconnect
         if reply.fault == "early_end":
             return
-        yield chunk({}, "stop")
+        yield chunk({}, finish)
         if include_usage:
             yield _sse({**base, "choices": [], "usage": self._usage(body, reply, text)})
         yield _sse("[DONE]")
@@ -528,6 +530,15 @@ class FakeLLM:
 
 def _resolve(reply: Reply, body: dict[str, Any]) -> str:
     return reply.text(body) if callable(reply.text) else reply.text
+
+
+def _bounded(text: str, body: dict[str, Any]) -> tuple[str, str]:
+    """(text, finish_reason) as a real server writes them: cut after `max_tokens` tokens, "length"."""
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    tokens = split_tokens(text)
+    if isinstance(limit, int) and 0 < limit < len(tokens):
+        return "".join(tokens[:limit]), "length"
+    return text, "stop"
 
 
 async def _pause(seconds: float | None, receive: Receive) -> bool:
