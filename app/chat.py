@@ -86,6 +86,11 @@ EFFORTS = {"none": "low", "minimal": "low", "low": "low", "medium": None, "high"
 JSON_HINT_CHARS = 2000
 
 
+def requested_effort(request: ChatCompletionRequest) -> str | None:
+    """`reasoning_effort`, or OpenRouter's `reasoning.effort`."""
+    return request.reasoning_effort or (request.reasoning.effort if request.reasoning else None)
+
+
 def answer_options(request: ChatCompletionRequest) -> AnswerOptions:
     """The request fields that change the answer (README, "Request fields"), for the pipeline's answer call."""
     fmt = request.response_format or {}
@@ -98,7 +103,7 @@ def answer_options(request: ChatCompletionRequest) -> AnswerOptions:
     if schema is not None:  # the caller's own description of the JSON often sits in its system message
         hint = "\n".join(m.text() for m in request.messages if m.role in ("system", "developer"))[:JSON_HINT_CHARS]
     stop = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop or ())
-    effort = request.reasoning_effort or (request.reasoning.effort if request.reasoning else None)
+    effort = requested_effort(request)
     return AnswerOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop, temperature=request.temperature,
         top_p=request.top_p, seed=request.seed, json_schema=schema, json_hint=hint.strip(),
@@ -120,7 +125,7 @@ def unsupported_field(request: ChatCompletionRequest, *, offline: bool) -> tuple
     choice = request.tool_choice
     if choice == "required" or isinstance(choice, dict):
         return "tool_choice", "this service never calls tools; tool_choice can only be 'auto' or 'none'"
-    effort = request.reasoning_effort or (request.reasoning.effort if request.reasoning else None)
+    effort = requested_effort(request)
     if effort is not None and effort not in EFFORTS:
         param = "reasoning_effort" if request.reasoning_effort else "reasoning.effort"
         return param, f"reasoning_effort must be one of {', '.join(EFFORTS)}"
