@@ -305,12 +305,13 @@ async def task_events(services: Services, task: str, request: ChatCompletionRequ
 
 def progress_mode(request: ChatCompletionRequest, default: str) -> str:
     """Where this request's progress lines go: `default` (THINK_MODE) unless the request says otherwise with
-    OpenRouter's conventions: `reasoning: {"exclude": true}` or `include_reasoning: false`, nowhere;
+    OpenRouter's conventions: `reasoning: {"exclude": true}` (or `"enabled": false`) or `include_reasoning: false`,
+    nowhere;
     any other `reasoning` object or `include_reasoning: true`, `reasoning_content` (a client that asks for
     reasoning reads it as a field, not as tags in the content). A structured `response_format` never gets
     tags: its content must be the JSON document alone."""
     options = request.reasoning
-    if (options and options.exclude) or request.include_reasoning is False:
+    if (options and (options.exclude or options.enabled is False)) or request.include_reasoning is False:
         return "off"
     if options is not None or request.include_reasoning:
         return "reasoning_content"

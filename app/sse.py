@@ -168,8 +168,8 @@ class ChunkRenderer:
 
     @property
     def search_results(self) -> list[SearchResult]:
-        return [SearchResult(title=s.title, url=s.url, date=str(s.year) if s.year else None, snippet=s.snippet)
-                for s in self._cited()]
+        return [SearchResult(title=neutralize(s.title), url=s.url, date=str(s.year) if s.year else None,
+                             snippet=neutralize(s.snippet)) for s in self._cited()]
 
     def _cited(self) -> list[SourceFound]:
         return sorted({s.number: s for s in self.sources}.values(), key=lambda s: s.number)

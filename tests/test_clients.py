@@ -90,6 +90,7 @@ def test_refused_requests_tell_the_sdk_not_to_retry_and_a_rate_limit_says_when(s
     ({}, "reasoning_content", "reasoning_content"),
     ({"reasoning": {"exclude": True}}, "tags", "off"),  # OpenRouter's convention: no progress at all
     ({"include_reasoning": False}, "tags", "off"),
+    ({"reasoning": {"enabled": False}}, "reasoning_content", "off"),
     ({"reasoning": {}}, "tags", "reasoning_content"),  # a client that asks for reasoning reads it as a field
     ({"reasoning": {"effort": "low"}}, "off", "reasoning_content"),
     ({"include_reasoning": True}, "tags", "reasoning_content"),
