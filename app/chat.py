@@ -82,7 +82,7 @@ def validate(request: ChatCompletionRequest, services: Services) -> None:
                 code="context_length_exceeded")
 
 
-EFFORTS = {"none": "low", "minimal": "low", "low": "low", "medium": None, "high": "high"}  # -> research depth
+EFFORTS = {"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high"}  # -> research depth
 JSON_HINT_CHARS = 2000
 
 
@@ -107,7 +107,7 @@ def answer_options(request: ChatCompletionRequest) -> AnswerOptions:
     return AnswerOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop, temperature=request.temperature,
         top_p=request.top_p, seed=request.seed, json_schema=schema, json_hint=hint.strip(),
-        depth=EFFORTS.get(effort or "medium"),
+        depth=EFFORTS[effort] if effort else None,
     )
 
 

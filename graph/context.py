@@ -19,7 +19,7 @@ from graph.mcp_client import DocumentClient
 from graph.models import Language, Usage
 from graph.prompts import Prompts
 
-Depth = Literal["low", "high"] | None
+Depth = Literal["low", "medium", "high"] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class AnswerOptions:
     seed: int | None = None
     json_schema: dict[str, Any] | None = None  # `response_format`: a JSON answer valid for this schema
     json_hint: str = ""  # the caller's own words about the JSON (its system messages), for `json_object`
-    depth: Depth = None  # `reasoning_effort`: low = the cheapest path, high = the full loop, None = adaptive
+    depth: Depth = None  # `reasoning_effort`: low = the cheapest path, high = the full loop, medium/None = adaptive
 
     @property
     def structured(self) -> bool:

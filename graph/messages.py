@@ -66,6 +66,8 @@ _LINES: dict[str, dict[Language, str]] = {
     "writing": {"nl": "Antwoord opstellen op basis van {n} bronnen", "en": "Writing the answer from {n} sources"},
     "depth_low": {"nl": "Onderzoeksdiepte: laag (één zoekronde, geen extra modelstappen)",
                   "en": "Research depth: low (one search round, no extra model steps)"},
+    "depth_medium": {"nl": "Onderzoeksdiepte: adaptief (extra zoekrondes en modelstappen alleen waar het bewijs erom vraagt)",
+                     "en": "Research depth: adaptive (extra search rounds and model steps only where the evidence asks for them)"},
     "depth_high": {"nl": "Onderzoeksdiepte: hoog (het taalmodel beoordeelt elk bewijs; tot {rounds} zoekrondes)",
                    "en": "Research depth: high (the model judges all evidence; up to {rounds} search rounds)"},
     "writing_json": {"nl": "Antwoord als JSON-document opstellen op basis van {n} bronnen",

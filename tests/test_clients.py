@@ -261,6 +261,7 @@ def test_a_model_that_cannot_write_the_json_is_an_upstream_error(llm_service, fa
 @pytest.mark.parametrize(("effort", "line", "judged"), [
     ("low", "Onderzoeksdiepte: laag", False),
     (None, None, False),  # adaptive: coverage decides this question, no judging call
+    ("medium", "Onderzoeksdiepte: adaptief", False),  # the same, said because the caller chose it
     ("high", "Onderzoeksdiepte: hoog", True),  # the model judges even what coverage decided
 ])
 def test_reasoning_effort_sets_the_research_depth(llm_service, fake_llm: FakeLLM, effort: str | None,
@@ -365,7 +366,7 @@ def test_low_effort_makes_one_model_call_where_the_default_makes_two(llm_service
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "d", "schema": {"type": "array"}}}},
      AnswerOptions(json_schema={"type": "array"})),
     ({"reasoning_effort": "minimal"}, AnswerOptions(depth="low")),
-    ({"reasoning_effort": "medium"}, AnswerOptions()),
+    ({"reasoning_effort": "medium"}, AnswerOptions(depth="medium")),
     ({"reasoning": {"effort": "high"}}, AnswerOptions(depth="high")),
 ])
 def test_the_request_fields_that_change_the_answer(extra: dict, expected: AnswerOptions) -> None:
@@ -387,6 +388,7 @@ def test_a_json_answer_hears_what_the_caller_says_about_it() -> None:
     ("high", True, True, 3, True),  # the full loop: the model judges every round
     ("low", False, True, 1, False),  # the cheapest path: one round, no judging call
     (None, False, False, 3, False),  # offline: rules judge
+    ("medium", True, True, 3, False),
 ])
 def test_research_depth(depth: str | None, coverage_decided: bool, model: bool, rounds: int, judges: bool) -> None:
     assert research_rounds(3, depth) == rounds
