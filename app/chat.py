@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict
 from typing import Any
 
+import jsonschema
 from starlette.requests import Request
 
 from app.errors import APIError, default_code, event_status
@@ -135,6 +136,11 @@ def unsupported_field(request: ChatCompletionRequest, *, offline: bool) -> tuple
         return "response_format.type", f"unknown response_format type '{kind}'"
     if kind == "json_schema" and not (isinstance(spec, dict) and isinstance(spec.get("schema"), dict)):
         return "response_format.json_schema", "response_format json_schema needs a 'json_schema.schema' object"
+    if kind == "json_schema":
+        try:
+            jsonschema.validators.validator_for(spec["schema"]).check_schema(spec["schema"])
+        except jsonschema.SchemaError as exc:
+            return "response_format.json_schema.schema", f"not a valid JSON schema: {exc.message}"
     if kind in ("json_object", "json_schema") and offline:
         return "response_format", ("a JSON answer needs a model and this service runs offline (no LLM_BASE_URL): "
                                    "only the extractive text answer is available")

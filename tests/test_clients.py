@@ -143,6 +143,8 @@ def test_sources_come_as_data_too(offline: str) -> None:
     ({"tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f"}}]}, "tool_choice"),
     ({"response_format": {"type": "xml"}}, "response_format.type"),
     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format.json_schema"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "objekt"}}}},
+     "response_format.json_schema.schema"),
     ({"response_format": {"type": "json_object"}}, "response_format"),  # offline: no model to write JSON
 ])
 def test_fields_that_cannot_be_honoured_are_refused_by_name(offline: str, extra: dict, param: str) -> None:
