@@ -67,6 +67,21 @@ def service(docserver_url: str) -> Iterator[ServiceFactory]:
         server.stop()
 
 
+@pytest.fixture
+def offline(service: ServiceFactory) -> str:
+    """The service in offline mode (no LLM_BASE_URL)."""
+    return service()
+
+
+@pytest.fixture
+def llm_service(service: ServiceFactory, fake_llm: FakeLLM) -> Callable[..., str]:
+    """Start the service in LLM mode against the fake upstream ("big" answers, "small" is the fast model)."""
+    def start(**overrides: object) -> str:
+        return service(llm_base_url=fake_llm.base_url, llm_model="big", llm_fast_model="small",
+                       llm_timeout_s=overrides.pop("llm_timeout_s", 5.0), **overrides)
+    return start
+
+
 def sse_events(response: httpx.Response) -> list[str]:
     """The `data:` payloads of a raw SSE response, in order (comments skipped)."""
     return [line[len("data: "):] for line in response.text.split("\n") if line.startswith("data: ")]

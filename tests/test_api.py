@@ -26,11 +26,6 @@ def chat(question: str, *, stream: bool = True, model: str = "neo-nl-agent", **e
     return {"model": model, "stream": stream, "messages": [{"role": "user", "content": question}], **extra}
 
 
-@pytest.fixture
-def offline(service) -> str:
-    return service()
-
-
 def test_models_are_static_and_complete(offline: str) -> None:
     client = openai.OpenAI(base_url=offline + "/v1", api_key="none")
     models = client.models.list().data

@@ -16,28 +16,12 @@ from graph.context import AnswerOptions
 from graph.loop import model_judges, research_rounds
 from tests.conftest import QUESTION, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.test_llm_mode import script
-
-
-def post(base: str, body: dict, **kwargs) -> httpx.Response:
-    return httpx.post(f"{base}/v1/chat/completions", json=body, timeout=60, **kwargs)
+from tests.test_api import post
+from tests.test_llm_mode import SYNTHESIZE, script
 
 
 def chat(question: str = QUESTION, *, stream: bool = False, **extra) -> dict:
     return {"model": "neo-nl-agent", "stream": stream, "messages": [{"role": "user", "content": question}], **extra}
-
-
-@pytest.fixture
-def offline(service) -> str:
-    return service()
-
-
-@pytest.fixture
-def llm_service(service, fake_llm: FakeLLM):
-    def start(**overrides) -> str:
-        return service(llm_base_url=fake_llm.base_url, llm_model="big", llm_fast_model="small",
-                       llm_timeout_s=overrides.pop("llm_timeout_s", 5.0), **overrides)
-    return start
 
 
 def test_a_listed_model_can_be_retrieved(offline: str) -> None:
@@ -157,7 +141,6 @@ def test_fields_that_cannot_be_honoured_are_refused_by_name(offline: str, extra:
 
 # ---------------------------------------------------------------- request fields in LLM mode
 
-SYNTHESIZE = "Je bent NEO NL"  # marker phrase of prompts/nl/synthesize_system.md
 JUDGE = "Beoordeel of de kernfeiten"  # marker phrase of prompts/nl/judge.md
 
 

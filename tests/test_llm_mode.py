@@ -30,14 +30,6 @@ def script(fake: FakeLLM, answer: Reply | None = None, facts: Reply | None = Non
     fake.when_contains(SYNTHESIZE, answer or Reply(text=ANSWER))
 
 
-@pytest.fixture
-def llm_service(service, fake_llm: FakeLLM):
-    def start(**overrides) -> str:
-        return service(llm_base_url=fake_llm.base_url, llm_model="big", llm_fast_model="small",
-                       llm_timeout_s=overrides.pop("llm_timeout_s", 5.0), **overrides)
-    return start
-
-
 def test_selected_passages_over_the_evidence_budget_are_condensed_first(llm_service, fake_llm: FakeLLM) -> None:
     script(fake_llm)
     base = llm_service(evidence_tokens=200)
