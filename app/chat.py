@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 from starlette.requests import Request
 
-from app.errors import APIError, default_code, event_status
+from app.errors import APIError, default_code, event_status, model_not_found
 from app.observability import Metrics
 from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
 from app.services import Services
@@ -69,7 +69,7 @@ def conversation(request: ChatCompletionRequest) -> list[Turn]:
 def validate(request: ChatCompletionRequest, services: Services) -> None:
     settings = services.settings
     if request.model not in (settings.model_id, settings.lite_model_id) and not settings.accept_any_model:
-        raise APIError(404, f"The model '{request.model}' does not exist", param="model", code="model_not_found")
+        raise model_not_found(request.model)
     refused = unsupported_field(request, offline=settings.offline)
     if refused is not None:
         raise APIError(400, refused[1], param=refused[0], code="unsupported_value")
@@ -141,7 +141,7 @@ def unsupported_field(request: ChatCompletionRequest, *, offline: bool) -> tuple
             jsonschema.validators.validator_for(spec["schema"]).check_schema(spec["schema"])
         except jsonschema.SchemaError as exc:
             return "response_format.json_schema.schema", f"not a valid JSON schema: {exc.message}"
-    if kind in ("json_object", "json_schema") and offline:
+    if structured_format(request) and offline:
         return "response_format", ("a JSON answer needs a model and this service runs offline (no LLM_BASE_URL): "
                                    "only the extractive text answer is available")
     return None

@@ -60,6 +60,10 @@ class APIError(Exception):
         self.code = code or default_code(status)
 
 
+def model_not_found(model: str) -> APIError:
+    return APIError(404, f"The model '{model}' does not exist", param="model", code="model_not_found")
+
+
 def error_body(status: int, message: str, *, param: str | None = None, code: str | None = None) -> dict:
     kind = _TYPES.get(status, "server_error")
     code = code or default_code(status)

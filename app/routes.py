@@ -20,7 +20,7 @@ from app.chat import (
     task_events,
     validate,
 )
-from app.errors import APIError
+from app.errors import model_not_found
 from app.protocol import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
 from app.ratelimit import rate_limit
 from app.services import Services
@@ -69,7 +69,7 @@ async def retrieve_model(model: str, request: Request) -> ModelCard:
     for card in _models(request.app.state.settings):
         if card.id == model:
             return card
-    raise APIError(404, f"The model '{model}' does not exist", param="model", code="model_not_found")
+    raise model_not_found(model)
 
 
 @router.post(

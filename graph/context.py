@@ -40,6 +40,12 @@ class AnswerOptions:
     def structured(self) -> bool:
         return self.json_schema is not None
 
+    @property
+    def optional_steps(self) -> bool:
+        """Whether the model steps the evidence may ask for (routing, condensing, decomposing, judging) may run:
+        not at depth "low", the cheapest path."""
+        return self.depth != "low"
+
     def sampling(self) -> dict[str, Any]:
         """The sampling fields the caller set, as the upstream request takes them."""
         fields = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,

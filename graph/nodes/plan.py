@@ -176,7 +176,7 @@ def accept_decomposition(plan: Decomposition, route: Route, ctx: Context) -> lis
 
 
 async def decompose(question: str, route: Route, ctx: Context) -> tuple[list[ResearchTask], Usage]:
-    if ctx.llm is None or not ctx.config.model_decompose or len(route.collections) < 2 or ctx.answer.depth == "low":
+    if ctx.llm is None or not ctx.config.model_decompose or len(route.collections) < 2 or not ctx.answer.optional_steps:
         return template_tasks(route, ctx), Usage()
     sources = "\n".join(
         f"- {c.name}: {c.display_name} ({language_label(c.name, ctx)}) — {c.focus}"

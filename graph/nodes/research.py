@@ -71,7 +71,7 @@ async def condense(task: ResearchTask, question: str, evidence: list[Evidence], 
                    ) -> tuple[list[Fact], Usage]:
     """The sub-agent's key facts: one fast-model call, or its best sentences offline and as the fallback."""
     limit = ctx.config.facts_per_agent
-    if ctx.llm is not None and ctx.config.model_condense and ctx.answer.depth != "low":
+    if ctx.llm is not None and ctx.config.model_condense and ctx.answer.optional_steps:
         # the best passages only: on a small local model every prompt token is latency
         ledger = Ledger(evidence[: ctx.config.prompt_passages])
         prompt = ctx.prompts.render(
