@@ -29,6 +29,7 @@ from graph.events import (
     Degraded,
     ErrorEvent,
     Finished,
+    InstructionsIgnored,
     LLMFallback,
     SourceFound,
     Step,
@@ -147,7 +148,7 @@ def unsupported_field(request: ChatCompletionRequest, *, offline: bool) -> tuple
     return None
 
 
-_REPLAYED = (Step, SourceFound, AnswerDelta, AnswerCut, Finished)
+_REPLAYED = (Step, SourceFound, AnswerDelta, AnswerCut, Unsupported, Finished)
 
 
 async def pipeline_events(
@@ -232,6 +233,9 @@ class RequestRecord:
             self.metrics.fallbacks.labels(event.step, event.reason).inc()
         elif isinstance(event, Unsupported):
             self.metrics.unsupported.inc(len(event.sentences))
+        elif isinstance(event, InstructionsIgnored):
+            for collection, n in event.collections:
+                self.metrics.injection.labels(collection).inc(n)
 
     def done(self, outcome: str, renderer: ChunkRenderer) -> None:
         self.metrics.in_flight.dec()

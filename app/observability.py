@@ -89,6 +89,10 @@ class Metrics:
         self.unsupported = Counter(
             "neo_unsupported_sentences", "Answer sentences not supported by the passages they cite", registry=r
         )
+        self.injection = Counter(
+            "neo_injection_suspected", "Retrieved passages that held sentences addressed to the model (withheld from "
+            "every prompt)", ["collection"], registry=r,
+        )
         self.cache = Gauge("neo_cache_lookups", "Response and plan cache lookups since start", ["result"], registry=r)
         self.loop_lag = Gauge("neo_event_loop_lag_seconds", "Largest event-loop lag in the last second", registry=r)
         self.loop_lag_max = Gauge("neo_event_loop_lag_max_seconds", "Largest event-loop lag since start", registry=r)

@@ -11,12 +11,14 @@ from typing import Any
 
 from app.errors import error_body, event_status
 from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, SearchResult, UsageInfo
+from graph.claims import withdraw
 from graph.events import (
     AnswerCut,
     AnswerDelta,
     Degraded,
     ErrorEvent,
     Finished,
+    InstructionsIgnored,
     LLMFallback,
     SourceFound,
     Step,
@@ -45,6 +47,7 @@ class ChunkRenderer:
         self.final_status = ""  # `Finished`: the closing entry of Open WebUI's progress list
         self.finish_reason = "stop"  # "length" when the answer stopped at the caller's max_tokens
         self.sources: list[SourceFound] = []  # the answer's cited documents, in the order it first cites them
+        self.withdrawn: list[Unsupported] = []  # sentences the support check withdrew, with the stream's correction
 
     # ------------------------------------------------------------ wire objects
     def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None,
@@ -123,7 +126,12 @@ class ChunkRenderer:
         if isinstance(event, AnswerCut):
             self.finish_reason = "length"
             return []
-        if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, Unsupported)):
+        if isinstance(event, Unsupported):
+            # the stream has sent the sentences already: it gets the correction that withdraws them; the whole
+            # answer (`answer_text`) leaves both out
+            self.withdrawn.append(event)
+            return self._answer_text(neutralize(event.correction)) if event.correction else []
+        if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, InstructionsIgnored)):
             return []  # the matching Step lines already tell the story in the think block
         if isinstance(event, UsageEvent):
             self.usage.add(event.step, event.prompt_tokens, event.completion_tokens, event.calls)
@@ -180,4 +188,8 @@ class ChunkRenderer:
 
     @property
     def answer_text(self) -> str:
-        return "".join(self.answer)
+        """The whole answer, as a non-streamed response carries it: without withdrawn sentences."""
+        text = "".join(self.answer)
+        for event in self.withdrawn:
+            text = withdraw(text, event.sentences, neutralize(event.correction))
+        return text

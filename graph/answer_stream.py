@@ -14,6 +14,7 @@ import asyncio
 import re
 from collections.abc import Callable
 
+from graph.contacts import ContactFilter
 from graph.events import AnswerDelta, emit
 from graph.ledger import CitationFilter
 from graph.sanitize import LeakFilter
@@ -241,9 +242,11 @@ class AnswerStream:
     sends what is still held and stops the timer."""
 
     def __init__(self, citations: CitationFilter, system_prompt: str = "", interval_s: float = 0.0,
-                 citer: SentenceCiter | None = None) -> None:
+                 citer: SentenceCiter | None = None, contacts: ContactFilter | None = None) -> None:
         self.filter = citations
         self.leak = LeakFilter(system_prompt)
+        self.contacts = contacts  # addresses no source holds are removed
+        self.withdrawn: list[str] = []  # sentences the support check withdrew after the answer was written
         self.echo = EchoGate()
         self.gate = SourceListGate()
         self.citer = citer
@@ -256,7 +259,7 @@ class AnswerStream:
 
     def write(self, text: str, *, check: bool = True) -> None:
         """Model text (`check`: through both filters) or the service's own text (`check=False`)."""
-        out = self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self.leak.feed(text))))) if check else text
+        out = self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self._scrub(self.leak.feed(text)))))) if check else text
         self._add(out, model=check)
 
     def _add(self, out: str, *, model: bool) -> None:
@@ -274,6 +277,11 @@ class AnswerStream:
         if self._timer is None:  # the callback runs in this task's context, where emit() reaches the stream
             self._timer = loop.call_later(max(wait, 0.0), self._flush)
 
+    def _scrub(self, text: str, end: bool = False) -> str:
+        if self.contacts is None:
+            return text
+        return self.contacts.feed(text) + (self.contacts.flush() if end else "")
+
     def _cite(self, text: str) -> str:
         return self.citer.feed(text) if self.citer else text
 
@@ -290,7 +298,7 @@ class AnswerStream:
 
     def close(self) -> None:
         """The end of the model's text: what the filters still hold for a possible marker or prompt line."""
-        text = self.gate.feed(self.echo.feed(self.leak.flush()) + self.echo.flush())
+        text = self.gate.feed(self.echo.feed(self._scrub(self.leak.flush(), end=True)) + self.echo.flush())
         text = self._cite(text + self.gate.flush())
         text += self.citer.flush() if self.citer else ""
         self._add(self.filter.feed(text) + self.filter.flush(), model=True)  # held model text, now judged

@@ -119,6 +119,21 @@ def best_source(sentence: str, ledger: list[Evidence], language: Language,
     return best
 
 
+_EMPTY_ITEM = re.compile(r"^[ \t]*(?:[-*•]|\d+\.)[ \t]*$\n?", re.MULTILINE)
+
+
+def withdraw(text: str, sentences: list[str] | tuple[str, ...], correction: str = "") -> str:
+    """The answer as a reader of the whole text gets it: without the withdrawn sentences (a list item left empty
+    goes too) and without the correction that a stream appends instead."""
+    if correction:
+        text = text.replace(correction, "")
+    for sentence in sentences:  # with the space before it, or after it at the start of a line
+        quoted = re.escape(sentence)
+        text = re.sub(rf"[ \t]+{quoted}|{quoted}[ \t]*", "", text)
+    text = _EMPTY_ITEM.sub("", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
 def unsupported_claims(answer: str, ledger: list[Evidence], language: Language = "nl",
                        display: Callable[[str], str] = str) -> list[str]:
     """Sentences with a claim whose cited evidence does not back them up (uncited claims with numbers too)."""

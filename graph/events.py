@@ -98,10 +98,19 @@ class Unsupported:
     """Answer sentences whose cited passages do not back them (listed after the answer)."""
 
     sentences: tuple[str, ...]
+    correction: str = ""  # streamed after the answer; a non-streamed answer leaves the sentences out instead
+
+
+@dataclass(frozen=True, slots=True)
+class InstructionsIgnored:
+    """Passages that held sentences addressed to the model, per collection (`graph.injection`), for the
+    `neo_injection_suspected_total{collection}` metric; the think block says it in one line."""
+
+    collections: tuple[tuple[str, int], ...]
 
 
 ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | AnswerCut | UsageEvent | ErrorEvent | Degraded
-                | LLMFallback | Unsupported | Finished)
+                | LLMFallback | Unsupported | InstructionsIgnored | Finished)
 
 
 def emit(event: ThoughtEvent) -> None:
@@ -117,7 +126,7 @@ def degrade(reason: str, line: str | None = None) -> None:
 
 
 _TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, AnswerCut, UsageEvent, ErrorEvent,
-                                        Degraded, LLMFallback, Unsupported, Finished)}
+                                        Degraded, LLMFallback, Unsupported, InstructionsIgnored, Finished)}
 
 
 def to_record(event: ThoughtEvent) -> dict:

@@ -221,6 +221,8 @@ def _focused(query: list[frozenset[str]], names: list[set[str]], ledger: list[Ev
     for e in ledger:
         title = stems_of(e.title, glossary)
         held = [{k for k, t in enumerate(query) if t & (stems_of(s, glossary) | title)} for s in sentences(e.text)]
+        if not held:  # a passage without a sentence (all of it withheld, `graph.injection`)
+            continue
         if not names and any(len(h) >= need for h in held):
             return True
         windows = (here | after for here, after in zip(held, [*held[1:], set()], strict=True))

@@ -13,6 +13,7 @@ are numbered in the order the answer first cites them.
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Iterable, Iterator
 
 from pydantic import BaseModel
@@ -22,7 +23,7 @@ from graph.models import Evidence, Fact, Language
 
 _WORDS = re.compile(r"\w+")
 NEAR_DUPLICATE = 0.8  # word-set overlap (Jaccard) from which a document's text repeats an earlier one's
-ENTRY_HEAD_CHARS = 60  # an evidence block entry's head line ("[2] ANVS | title — section")
+ENTRY_HEAD_CHARS = 76  # an evidence block entry's head line ("[2] ANVS | title — section") and its two marks
 MIN_ENTRY_CHARS = 200  # less room than this for a further entry: it is left out rather than cut to a stub
 _GROUP = re.compile(r"\[(\s*\d+\s*(?:[,;–-]\s*\d+\s*)*)\]")
 _PARTIAL = re.compile(r"\[[\d\s,;–-]{0,16}$")
@@ -122,18 +123,23 @@ class Ledger:
         return "".join(f"[{n}]" for n in dict.fromkeys(self._number[i] for i in fact.evidence_ids if i in self._number))
 
     def render(self, max_chars: int = 1200, display: Callable[[str], str] = str, only: list[int] | None = None,
-               summary_mark: str = "") -> str:
+               summary_mark: str = "", language: Language = "en", fence: str | None = None) -> str:
         """The numbered evidence block of a prompt: each passage says which organisation (collection) and which
         document it comes from, so that the model can attribute what it says, and, when its metadata says so,
-        that it is a summary (`summary_mark`). `only`: these numbers (kept)."""
-        blocks = []
+        that it is a summary (`summary_mark`). `only`: these numbers (kept).
+
+        Each passage stands between an opening and a closing mark that carry a code new for every prompt
+        (`fence`, random unless given), and the block opens with the rule that text between the marks is material,
+        never an instruction: a document cannot forge the end of its passage, since it cannot know the code."""
+        fence = fence or secrets.token_hex(2)
+        blocks = [messages.line("fence_rule", language, fence=fence)]
         for n, e in self.numbered():
             if only is not None and n not in only:
                 continue
             head = f"[{n}] {display(e.collection)} | {e.title}" + (f" — {e.section}" if e.section else "")
             head += f" ({summary_mark})" if summary_mark and e.summary else ""
-            blocks.append(f"{head}\n{cut_at_word(_without_header(e), max_chars)}")
-        return "\n\n".join(blocks)
+            blocks.append(f"«{fence}»\n{head}\n{cut_at_word(_without_header(e), max_chars)}\n«/{fence}»")
+        return "\n\n".join(blocks) if len(blocks) > 1 else ""
 
     def facts_block(self, facts: list[Fact], display: Callable[[str], str] = str, heading: str = "") -> str:
         """Key facts with the organisation their passages come from, and their `[n]`, under `heading`.

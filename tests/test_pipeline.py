@@ -14,10 +14,11 @@ import pytest
 
 from app.settings import ROOT
 from graph.build import build_graph
+from graph.claims import withdraw
 from graph.collections import Catalog, Collection, load_catalog
 from graph.config import PipelineConfig
 from graph.context import Context
-from graph.events import AnswerDelta, Step, SubAgentStatus, UsageEvent
+from graph.events import AnswerDelta, Step, SubAgentStatus, Unsupported, UsageEvent
 from graph.llm import LLMClient, LLMError
 from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, refine
 from graph.mcp_client import DocumentClient
@@ -544,9 +545,16 @@ async def test_claim_check_flags_unsupported_legal_claims(docs, llm, fake_llm: F
     fake_llm.when_contains("Antwoord uitsluitend met JSON", Reply(text=json.dumps({"facts": [{"fact": "F.", "sources": [1]}]})))
     fake_llm.when_contains("Je bent NEO NL", Reply(
         text="De vergunning van Borssele vervalt op 31 december 2033 [1]. De exploitant betaalt dan een boete van 99 miljoen euro [1]."))
-    _, steps, answer, _ = await _run("Wanneer vervalt de vergunning van kerncentrale Borssele?", _context(docs, llm))
+    events, steps, answer, _ = await _run("Wanneer vervalt de vergunning van kerncentrale Borssele?", _context(docs, llm))
     assert "Claimcontrole: 1 bewering(en) zonder steun in de bronnen" in steps
-    assert "konden niet in de geciteerde bronnen worden teruggevonden" in answer and "99 miljoen" in answer.split("Let op:")[1]
+    withdrawn = next(e for e in events if isinstance(e, Unsupported))
+    assert withdrawn.sentences == ("De exploitant betaalt dan een boete van 99 miljoen euro [1].",)
+    # the stream has sent the sentence already: the correction that withdraws it comes as its own event, after the
+    # answer text (the HTTP edge streams it, or leaves sentence and correction out of a whole answer)
+    assert "Ingetrokken:** ~~De exploitant betaalt dan een boete van 99 miljoen euro [1].~~" in withdrawn.correction
+    assert answer.index("99 miljoen") < answer.index("**Bronnen**") and "Ingetrokken" not in answer
+    assert withdraw(answer, withdrawn.sentences, withdrawn.correction).startswith(
+        "De vergunning van Borssele vervalt op 31 december 2033 [1].\n\n")
 
 
 @pytest.mark.asyncio

@@ -7,6 +7,7 @@ from langgraph.runtime import Runtime
 from graph import messages
 from graph.context import Context
 from graph.events import Step, degrade, emit
+from graph.injection import screen
 from graph.mcp_client import DocumentError
 from graph.models import Evidence
 from graph.state import State
@@ -32,4 +33,4 @@ async def deep_read(state: State, runtime: Runtime[Context]) -> dict:
             degrade("documents")
             gaps.append(messages.line("gap", language, coll=ctx.display(name), error=exc))
     emit(Step(messages.line("found", language, coll=", ".join(map(ctx.display, route.collections)), n=len(evidence))))
-    return {"evidence": evidence, "gaps": gaps}
+    return {"evidence": screen(evidence), "gaps": gaps}  # without sentences addressed to the model

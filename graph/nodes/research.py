@@ -21,6 +21,7 @@ from graph import messages
 from graph.context import Context
 from graph.events import Step, SubAgentStatus, degrade, emit
 from graph.extractive import select_facts
+from graph.injection import screen
 from graph.ledger import FactsReply, Ledger
 from graph.mcp_client import DocumentError
 from graph.models import Evidence, Fact, Outcome, ResearchTask, Usage
@@ -76,7 +77,8 @@ async def condense(task: ResearchTask, question: str, evidence: list[Evidence], 
         ledger = Ledger(evidence[: ctx.config.prompt_passages])
         prompt = ctx.prompts.render(
             "condense", ctx.language, question=question, focus=task.query, source=ctx.display(task.collection),
-            evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display), max_facts=limit,
+            evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display, language=ctx.language),
+            max_facts=limit,
         )
         facts, usage = await ask_json(ctx, "condense", prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
                                       max_tokens=600)
@@ -102,7 +104,8 @@ async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchO
         degrade("documents", messages.line("failed", language, coll=task.label, error=exc))
         gap = messages.line("gap", language, coll=ctx.display(task.collection), error=exc)
         return {"outcomes": [Outcome(task_id=task.id, collection=task.collection, error=str(exc))], "gaps": [gap]}
-    evidence = focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3 + 3 * len(task.extra))
+    # what the sub-agent keeps, without sentences addressed to the model (before any prompt or quote is built)
+    evidence = screen(focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3 + 3 * len(task.extra)))
     outcome = Outcome(task_id=task.id, collection=task.collection)
     if not task.condense or not evidence:
         emit(Step(messages.line("found" if evidence else "none_found", language, coll=task.label, n=len(evidence))))

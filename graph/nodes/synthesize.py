@@ -11,11 +11,31 @@ from langgraph.runtime import Runtime
 
 from graph import messages
 from graph.answer_stream import AnswerStream, SentenceCiter, repeating
-from graph.claims import best_source, cited_numbers, high_stakes_question, sentence_supported, unsupported_claims
+from graph.claims import (
+    best_source,
+    cited_numbers,
+    high_stakes_question,
+    sentence_supported,
+    unsupported_claims,
+    withdraw,
+)
 from graph.config import PipelineConfig
+from graph.contacts import Allowed, ContactFilter
 from graph.context import Context
-from graph.events import AnswerCut, AnswerDelta, Finished, SourceFound, Step, Unsupported, UsageEvent, degrade, emit
+from graph.events import (
+    AnswerCut,
+    AnswerDelta,
+    Finished,
+    InstructionsIgnored,
+    SourceFound,
+    Step,
+    Unsupported,
+    UsageEvent,
+    degrade,
+    emit,
+)
 from graph.extractive import template_answer
+from graph.injection import log_suspected, screen_text, suspected
 from graph.ledger import Ledger, answer_order, cut_at_word
 from graph.llm import LLMError, StreamEnd
 from graph.loop import Loop
@@ -45,7 +65,8 @@ def named_documents(state: State, ledger: Ledger) -> list[dict]:
 def _documents_block(documents: list[dict], ctx: Context) -> str:
     if not documents:
         return ""
-    lines = [f"- {ctx.display(d['collection'])}: {d['title']}" + (f" ({d['year']})" if d.get("year") else "")
+    # a title from the server's document list is the document author's text too: screened like a passage
+    lines = [f"- {ctx.display(d['collection'])}: {screen_text(d['title'])[0]}" + (f" ({d['year']})" if d.get("year") else "")
              for d in documents]
     return "Documents:\n" + "\n".join(lines)
 
@@ -66,7 +87,8 @@ def evidence_block(ctx: Context, ledger: Ledger, only: list[int] | None = None) 
     """The evidence of an answer prompt: the whole ledger as `Ledger.fit` cut it to the evidence budget, or a
     comparison side's few passages (`only`), each at most PASSAGE_CHARS."""
     max_chars = ctx.config.passage_chars if only is not None else ctx.config.evidence_tokens * 4
-    return ledger.render(max_chars, ctx.display, only=only, summary_mark=messages.line("summary_mark", ctx.language))
+    return ledger.render(max_chars, ctx.display, only=only, summary_mark=messages.line("summary_mark", ctx.language),
+                         language=ctx.language)
 
 
 def answer_style(route: Route) -> str:
@@ -99,8 +121,19 @@ def answer_documents(route: Route, config: PipelineConfig, model: bool) -> int:
     return config.ledger_limit if spread(route) or not model else min(config.focus_documents, config.ledger_limit)
 
 
+def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
+    """One think line, one log line and the metric's event for the passages research found planted sentences in
+    (`graph.injection.screen` took them out as the passages came in)."""
+    counts = suspected(evidence)
+    if counts:
+        log_suspected(evidence)
+        emit(Step(messages.line("instructions_withheld", ctx.language, n=sum(counts.values()))))
+        emit(InstructionsIgnored(tuple(sorted(counts.items()))))
+
+
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
+    report_withheld(state["evidence"], ctx)
     ledger = Ledger.for_answer(state["facts"], state["evidence"], answer_documents(route, ctx.config, ctx.llm is not None))
     sides = comparison_sides(side_by_side(route), route.collections, ledger, ctx.config.prompt_passages)
     if ctx.llm is not None and not sides:  # what the model reads is all it may cite (a side reads a few passages)
@@ -117,15 +150,17 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
         system = system_prompt(ctx, ledger, style)
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     # a source goes out as the answer first cites it, numbered as the reader sees it ([1] first)
+    contacts = ContactFilter(Allowed(ledger), messages.line("contact_removed", ctx.language))
     answer = AnswerStream(ledger.citation_filter(lambda shown, n: emit(source_found(shown, ledger.entries[n - 1]))),
-                          system, ctx.config.stream_interval_s, citer)
+                          system, ctx.config.stream_interval_s, citer, contacts)
     try:
         usage = await write_answer(state, ctx, ledger, gaps, system, answer, sides)
     except BaseException:  # cancelled (client gone) or failed: nothing more is sent
         answer.cancel()
         raise
     answer.finish()
-    return {"answer": answer.text, "sources": ledger.shown(answer.filter.cited), "usage": usage}
+    return {"answer": withdraw(answer.text, answer.withdrawn), "sources": ledger.shown(answer.filter.cited),
+            "usage": usage}
 
 
 async def answer_as_json(state: State, ctx: Context, ledger: Ledger, gaps: list[str]) -> dict:
@@ -327,11 +362,12 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
     high_stakes = ctx.catalog.high_stakes(route.collections) or high_stakes_question(question)
     if not banner and check_claims(ctx.config.claim_check, high_stakes):
         claims = unsupported_claims(answer.text, ledger.shown(answer.filter.cited), language, ctx.display)
-        if claims:
+        if claims:  # withdrawn: a stream gets the correction after the answer, a whole answer leaves them out
             emit(Step(messages.line("claims_flagged", language, n=len(claims))))
-            emit(Unsupported(tuple(claims)))
-            quoted = "; ".join(f"“{c.strip()}”" for c in claims)
-            answer.write("\n\n" + messages.line("unsupported", language, claims=quoted), check=False)
+            quoted = " ".join(f"~~{c.strip()}~~" for c in claims)
+            answer.withdrawn = claims
+            answer.finish()  # the answer text held for the timer goes out before the correction
+            emit(Unsupported(tuple(claims), "\n\n" + messages.line("withdrawn", language, claims=quoted)))
     for gap in gaps:
         answer.write(f"\n\n{gap}", check=False)
     if not answer.filter.cited:  # an answer that cites nothing lists every source it was written from
