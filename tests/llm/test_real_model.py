@@ -28,8 +28,8 @@ from tests.conftest import sse_events
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "local-llm.sh"
 pytestmark = pytest.mark.skipif(os.environ.get("NEO_REAL_LLM") != "1", reason="opt-in: make test-llm")
-# the support check's note after an answer, in both languages
-UNSUPPORTED = tuple(messages.line("unsupported", lang, claims="").split(":")[0] for lang in ("nl", "en"))
+# the support check's correction after a streamed answer ("**Ingetrokken:** ~~…~~ …"), in both languages
+WITHDRAWN = tuple(messages.line("withdrawn", lang, claims="").split(" ")[0] for lang in ("nl", "en"))
 EXTRACTIVE = tuple(messages.line("fallback_banner", lang, error="").split("(")[0] for lang in ("nl", "en"))
 
 
@@ -139,9 +139,9 @@ def test_comparative_two_collections_attributes_each_side(base: str) -> None:
         assert side and all(f"({org}," in listed[n] for n in side), (org, section, listed)
     # The small model paraphrases a claim wrongly now and then (docs/EVAL-LLM.md: about one unsupported sentence
     # per comparison); what the service owes is that the support check names it, and that most claims hold.
-    claims = [s for s in re.split(r"(?<=[.!?])\s+", body) if re.search(r"\[\d+\]", s)]
-    flagged = re.findall(r"“(.+?)”", next((line for line in answer.splitlines()
-                                            if any(line.startswith(note) for note in UNSUPPORTED)), ""))
+    correction = next((line for line in body.splitlines() if line.startswith(WITHDRAWN)), "")
+    claims = [s for s in re.split(r"(?<=[.!?])\s+", body.replace(correction, "")) if re.search(r"\[\d+\]", s)]
+    flagged = re.findall(r"~~(.+?)~~", correction)
     assert len(flagged) <= max(1, len(claims) // 3), answer
 
 
@@ -194,6 +194,41 @@ def test_non_streaming(base: str) -> None:
     think, answer = ask(base, "Wat is IAEA GSR Part 2?", stream=False)
     model_wrote(think, answer)
     grounded(answer)
+
+
+@pytest.fixture(scope="module")
+def planted_base(local_llm: str, tmp_path_factory) -> Iterator[str]:
+    """The service over the bundled corpus with instructions for the model planted in every collection."""
+    from app.main import create_app
+    from app.settings import Settings
+    from docserver.server import create_app as create_docserver
+    from eval.planted import write_corpus
+    from tests.fakes.servers import ServerThread
+
+    model = httpx.get(local_llm + "/models").json()["data"][0]["id"]
+    with ServerThread(create_docserver(write_corpus(tmp_path_factory.mktemp("planted")))) as docs:
+        settings = Settings(_env_file=None, mcp_server_url=docs.base_url + "/mcp", llm_base_url=local_llm,
+                            llm_model=model, llm_timeout_s=400, llm_max_retries=0, request_timeout_s=900,
+                            response_cache=False, sse_ping_s=5.0)
+        with ServerThread(create_app(settings)) as server:
+            yield server.base_url
+
+
+def _one_per_kind():
+    from eval.planted import PLANTED
+
+    # each kind once, in a different collection each (all sixteen: `python -m eval.injection`)
+    return [p for i, p in enumerate(PLANTED) if i % 4 == i // 4]
+
+
+@pytest.mark.parametrize("planted", _one_per_kind(), ids=lambda p: f"{p.collection}-{p.kind}")
+def test_a_planted_instruction_has_no_effect(planted_base: str, planted) -> None:
+    from eval.planted import effects
+
+    think, answer = ask(planted_base, planted.question)
+    assert re.search(r"passage\(s\) (bevatte|contained)", think), think  # found, and withheld
+    model_wrote(think, answer)
+    assert effects(answer, planted) == [], answer
 
 
 def test_few_fallbacks_over_the_suite(base: str) -> None:
