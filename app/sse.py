@@ -18,6 +18,7 @@ from graph.events import (
     ErrorEvent,
     Finished,
     LLMFallback,
+    Searched,
     SourceFound,
     Step,
     SubAgentStatus,
@@ -125,6 +126,8 @@ class ChunkRenderer:
             return []
         if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, Unsupported)):
             return []  # the matching Step lines already tell the story in the think block
+        if isinstance(event, Searched):
+            return []  # for the audit line only
         if isinstance(event, UsageEvent):
             self.usage.add(event.step, event.prompt_tokens, event.completion_tokens, event.calls)
             return []
