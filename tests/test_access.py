@@ -3,6 +3,7 @@ of its documents exists, whatever it asks, whatever the caches hold and whatever
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
@@ -178,6 +179,23 @@ def test_a_wrong_access_file_stops_the_service_with_a_clear_message(tmp_path: Pa
     path.write_text(json.dumps(content), "utf-8")
     with pytest.raises(ValueError, match=re.escape(error)):
         load_access(path, ALL)
+
+
+def test_the_example_access_file_fits_the_bundled_collections() -> None:
+    example = load_access(Path(__file__).resolve().parents[1] / "docs" / "access.example.json", ALL)
+    assert example.restricted == [RESTRICTED] and len(example.grants) == 4
+
+
+def test_a_key_id_from_the_command_line() -> None:
+    """`python -m app.cli key-id`: keys on standard input (out of the shell history) or as arguments."""
+    from app.cli import main
+
+    out = io.StringIO()
+    assert main(["key-id"], stdin=io.StringIO(f"{BOSS}\n\n{PLEB}\n"), out=out) == 0
+    assert out.getvalue().split() == [tenant_of(BOSS), tenant_of(PLEB)]
+    out = io.StringIO()
+    main(["key-id", PROXY], out=out)
+    assert out.getvalue() == tenant_of(PROXY) + "\n"
 
 
 def test_identity_rules(access_file: Path, caplog: pytest.LogCaptureFixture) -> None:
