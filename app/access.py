@@ -171,7 +171,11 @@ class Access:
         user: User | None = None
         token = headers.get(self.jwt_header, "").strip()
         if token and self.jwt_secret:
-            user = user_from_jwt(token, self.jwt_secret)
+            try:
+                user = user_from_jwt(token, self.jwt_secret)
+            except APIError as exc:  # a forged or replayed token is worth an operator's attention; never the token
+                log.warning("user token refused (key %s): %s", key_id, exc.message)
+                raise
         elif token and not self._warned:
             self._warned = True  # once: every request of that client carries it
             log.warning("%s received but USER_JWT_SECRET is not set: the user identity is ignored", self.jwt_header)
