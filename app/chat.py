@@ -155,7 +155,8 @@ _REPLAYED = (Step, SourceFound, AnswerDelta, AnswerCut, Finished, Searched)
 
 
 async def pipeline_events(
-    services: Services, context: Context, turns: list[Turn], tenant: str, model: str, answer: AnswerOptions | None = None
+    services: Services, context: Context, turns: list[Turn], tenant: str, model: str,
+    answer: AnswerOptions | None = None,
 ) -> AsyncIterator[ThoughtEvent]:
     """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent. `context`: the
     caller's (`Services.context_for`: the collections it may see).
@@ -260,7 +261,8 @@ class RequestRecord:
 
 class Audit:
     """Who asked, which collections research searched and which documents the answer cited: one line per chat
-    request on the `neo_nl.audit` logger (README, Collections per caller). Never the API key or the user token: the key id."""
+    request on the `neo_nl.audit` logger (README, Collections per caller). The key id, never the API key, and
+    never the user token."""
 
     def __init__(self, caller: Caller, visible: tuple[str, ...]) -> None:
         self.caller, self.visible = caller, visible
@@ -290,9 +292,10 @@ class Audit:
         fields = self.fields(kind, outcome)
         user = self.caller.user
         who = f"key {self.caller.key_id}" + (f", user {user.email or user.sub} ({user.source})" if user else "")
-        audit_log.info("%s %s by %s: searched %s%s; cited %s", kind, outcome, who, ", ".join(self.searched) or "nothing",
-                       " (cached answer)" if self.cached else "",
-                       "; ".join(d["title"] for d in fields["documents_cited"]) or "nothing", extra={"audit": fields})
+        searched = ", ".join(self.searched) or "nothing"
+        cited = "; ".join(d["title"] for d in fields["documents_cited"]) or "nothing"
+        audit_log.info("%s %s by %s: searched %s%s; cited %s", kind, outcome, who, searched,
+                       " (cached answer)" if self.cached else "", cited, extra={"audit": fields})
 
 
 async def until_disconnected(request: Request, poll_s: float = 0.25) -> None:

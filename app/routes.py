@@ -115,7 +115,8 @@ async def health() -> dict[str, str]:
 async def ready(request: Request, svc: ServicesDep) -> JSONResponse:
     """Ready or degraded (503); the detail (upstream URLs, collections, cache) only for a caller with a key
     when API_KEYS is set, unless METRICS_PUBLIC=true: a load balancer needs the status, not the topology. The
-    collections listed are those the key may search (README, Collections per caller); user headers play no part here."""
+    collections listed are those the key may search (README, Collections per caller); user headers play no
+    part here."""
     report = await svc.readiness(svc.access.visible(Caller(tenant_of(bearer_token(request)))))
     status = 200 if report["status"] == "ready" else 503
     if not (svc.settings.metrics_public or has_valid_key(request)):

@@ -51,9 +51,9 @@ class Catalog:
         self._written = {key: c.name for c in collections for key in (c.display_name.lower(), c.name.lower())}
 
     def only(self, names: Iterable[str]) -> Catalog:
-        """The catalog one caller may see (README, Collections per caller): these collections in configuration order, with the
-        same topic and glossary. Routing, prompts, progress lines and errors read the catalog they are given, so
-        a collection left out here does not exist for them. No collection left is a ValueError."""
+        """The catalog one caller may see (README, Collections per caller): these collections in configuration
+        order, with the same topic and glossary. Routing, prompts, progress lines and errors read the catalog
+        they are given, so a collection left out here does not exist for them. No collection left is a ValueError."""
         keep = set(names)
         return Catalog([c for c in self.collections if c.name in keep], self.topic, self.glossary)
 

@@ -56,8 +56,8 @@ class AnswerOptions:
 @dataclass(frozen=True, slots=True)
 class Context:
     llm: LLMClient | None  # None = offline (extractive) mode
-    # A caller sees the collections it may search and no others (README, Collections per caller): `Services.context_for`
-    # gives each set of visible collections its own catalog and document view
+    # A caller sees the collections it may search and no others (README, Collections per caller):
+    # `Services.context_for` gives each set of visible collections its own catalog and document view
     docs: Documents
     catalog: Catalog
     prompts: Prompts

@@ -102,8 +102,9 @@ class Unsupported:
 
 @dataclass(frozen=True, slots=True)
 class Searched:
-    """The collections the route sends research to, for the request's audit line (README, Collections per caller); never shown.
-    `cached`: the answer was replayed from the response cache, researched in these collections earlier."""
+    """The collections the route sends research to, for the request's audit line (README, Collections per
+    caller); never shown. `cached`: the answer was replayed from the response cache, researched in these
+    collections earlier."""
 
     collections: tuple[str, ...]
     cached: bool = False

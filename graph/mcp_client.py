@@ -289,7 +289,8 @@ class DocumentClient:
 
 
 class VisibleDocuments:
-    """The document tools as one caller may use them: only the collections it may see (README, Collections per caller).
+    """The document tools as one caller may use them: only the collections it may see (README, Collections
+    per caller).
 
     The document server knows every collection (`list_documents` lists them all, and a result names its own
     collection); this view cuts calls and results down to the caller's, so that no node can search, list or

@@ -313,7 +313,8 @@ def test_background_tasks_suggest_nothing_restricted(guarded: str) -> None:
     """Open WebUI's title and follow-up tasks on a conversation that holds the boss's answer: the boss's
     suggestions may name its documents, a plain user's never."""
     named = answer_of(ask(guarded, BOSS, conversation(DIRECT)))
-    history = f"### Task:\nSuggest follow-up questions.\n<chat_history>\nUSER: {DIRECT}\nASSISTANT: {named}\n</chat_history>"
+    history = (f"### Task:\nSuggest follow-up questions.\n<chat_history>\nUSER: {DIRECT}\nASSISTANT: {named}\n"
+               "</chat_history>")
     suggestions = {}
     for key in (BOSS, PLEB):
         for task in ("follow_up_generation", "title_generation", "tags_generation"):
@@ -331,7 +332,8 @@ def test_forged_user_headers_count_only_from_a_trusted_proxy(guarded: str, audit
     assert not sees_restricted(ask(guarded, PLEB, conversation(DIRECT), **ADMIN_HEADERS))
     assert sees_restricted(ask(guarded, PROXY, conversation(DIRECT), **ADMIN_HEADERS))
     assert not sees_restricted(ask(guarded, PROXY, conversation(DIRECT)))  # the proxy's key alone holds no grant
-    group_only = {"X-OpenWebUI-User-Id": "u-2", "X-OpenWebUI-User-Role": "user", "X-OpenWebUI-User-Groups": "beveiliging"}
+    group_only = {"X-OpenWebUI-User-Id": "u-2", "X-OpenWebUI-User-Role": "user",
+                  "X-OpenWebUI-User-Groups": "beveiliging"}
     assert sees_restricted(ask(guarded, PROXY, conversation(DIRECT), **group_only))
     forged, proxied = audit_lines(audit, 4)[:2]
     assert forged["user"] is None and forged["identity"] is None
