@@ -69,12 +69,12 @@ def offline_title(question: str) -> str:
     return title[:1].upper() + title[1:]
 
 
-_SOURCE_META = re.compile(r"\(([^()]*)\)(?: — \S+)?\s*$")  # "(ANVS, 2016)" at the end of a sources line
+_SOURCE_META = re.compile(r"\(([^()]*)\)(?: — \S+)?\s*$")  # "(Organisation, 2016)" at the end of a sources line
 
 
 def cited_titles(answer: str, catalog: Catalog) -> list[str]:
     """Title and section of each line of the sources list the service appended to an answer ("2. Title,
-    Section (ANVS, 2016) — url"), of the collections in `catalog` only: a conversation may hold an answer
+    Section (Organisation, 2016) — url"), of the collections in `catalog` only: a conversation may hold an answer
     given to someone who could see more, and a suggestion must not repeat what this caller may not see."""
     titles = []
     for _, line in SOURCE_LINE.findall(answer):
