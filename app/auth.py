@@ -1,4 +1,4 @@
-"""Bearer API keys (`API_KEYS`; empty = no auth), compared in constant time and never logged."""
+"""Bearer API keys (`API_KEYS`; empty = no auth), compared in constant time and never logged; who is calling."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import hmac
 
 from fastapi import Request
 
+from app.access import Caller
 from app.errors import APIError
+from graph.cache import tenant_of
 
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # RFC 6750: how to authenticate, on every 401
 
@@ -34,6 +36,12 @@ async def check_operator_key(request: Request) -> None:
 async def check_api_key(request: Request) -> None:
     # async on purpose: FastAPI runs a plain `def` dependency in its thread pool, a thread hop per request
     _check(request)
+
+
+async def caller(request: Request) -> Caller:
+    """The calling key's id and, behind Open WebUI, its user (`app.access`); 401 for an invalid user token.
+    After `check_api_key`: the key is one of API_KEYS (or none are configured)."""
+    return request.app.state.services.access.identify(request.headers, tenant_of(bearer_token(request)))
 
 
 def _check(request: Request) -> None:

@@ -8,12 +8,13 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import jsonschema
 from starlette.requests import Request
 
+from app.access import Caller
 from app.errors import APIError, default_code, event_status, model_not_found
 from app.observability import Metrics
 from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
@@ -22,7 +23,8 @@ from app.sse import ChunkRenderer
 from app.tasks import answer_task
 from graph import messages
 from graph.cache import cache_key
-from graph.context import AnswerOptions
+from graph.collections import Catalog
+from graph.context import AnswerOptions, Context
 from graph.events import (
     AnswerCut,
     AnswerDelta,
@@ -31,6 +33,7 @@ from graph.events import (
     Finished,
     InstructionsIgnored,
     LLMFallback,
+    Searched,
     SourceFound,
     Step,
     ThoughtEvent,
@@ -45,6 +48,7 @@ from graph.models import Turn
 from graph.runner import run_pipeline, start
 
 log = logging.getLogger(__name__)
+audit_log = logging.getLogger("neo_nl.audit")
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>\s*", re.S | re.I)
 
@@ -148,28 +152,33 @@ def unsupported_field(request: ChatCompletionRequest, *, offline: bool) -> tuple
     return None
 
 
-_REPLAYED = (Step, SourceFound, AnswerDelta, AnswerCut, Unsupported, Finished)
+_REPLAYED = (Step, SourceFound, AnswerDelta, AnswerCut, Unsupported, Finished, Searched)
 
 
 async def pipeline_events(
-    services: Services, turns: list[Turn], tenant: str, model: str, answer: AnswerOptions | None = None
+    services: Services, context: Context, turns: list[Turn], tenant: str, model: str,
+    answer: AnswerOptions | None = None,
 ) -> AsyncIterator[ThoughtEvent]:
-    """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent.
+    """The pipeline's events, bounded by REQUEST_TIMEOUT_S; failures become one ErrorEvent. `context`: the
+    caller's (`Services.context_for`: the collections it may see).
 
     A complete, undegraded answer is kept in the response cache; the same conversation from the same API
-    key then replays it (think lines, sources, answer) without running the pipeline."""
+    key, seeing the same collections, then replays it (think lines, sources, answer) without running the
+    pipeline. The collections are part of the key: an answer researched for a user behind a key who may see more
+    is never replayed to one who may see less."""
     settings = services.settings
     answer = answer or AnswerOptions()
-    key = cache_key("answer", tenant, model, services.fingerprint, [(t.role, " ".join(t.content.split())) for t in turns],
-                    asdict(answer))
+    key = cache_key("answer", tenant, context.catalog.names, model, services.fingerprint,
+                    [(t.role, " ".join(t.content.split())) for t in turns], asdict(answer))
     if settings.response_cache:
         hit = await services.cache.get(key)
         if hit is not None:
             yield Step(messages.line("cached", detect_language(turns[-1].content)))
             for record in hit:
-                yield from_record(record)
+                event = from_record(record)
+                yield replace(event, cached=True) if isinstance(event, Searched) else event
             return
-    state, context = start(turns, services.context, tenant, answer)
+    state, context = start(turns, context, tenant, answer)
     recorded: list[ThoughtEvent] = []
     cacheable = settings.response_cache
     try:
@@ -222,13 +231,16 @@ async def stream_chat(
 
 
 class RequestRecord:
-    """Metrics of one chat request, recorded once when it ends (however it ends)."""
+    """Metrics and the audit line of one chat request, recorded once when it ends (however it ends)."""
 
-    def __init__(self, metrics: Metrics, kind: str, streamed: bool) -> None:
+    def __init__(self, metrics: Metrics, kind: str, streamed: bool, caller: Caller | None = None,
+                 visible: tuple[str, ...] = ()) -> None:
         self.metrics, self.kind, self.streamed, self.started = metrics, kind, streamed, time.perf_counter()
+        self.audit = Audit(caller or Caller(), visible)
         metrics.in_flight.inc()
 
     def observe(self, event: ThoughtEvent) -> None:
+        self.audit.observe(event)
         if isinstance(event, LLMFallback):
             self.metrics.fallbacks.labels(event.step, event.reason).inc()
         elif isinstance(event, Unsupported):
@@ -248,6 +260,46 @@ class RequestRecord:
                  usage.completion_tokens, " ".join(f"{name}={p['prompt_tokens']}+{p['completion_tokens']}"
                                                    for name, p in steps.items()),
                  extra={"outcome": outcome, "upstream_tokens": steps})
+        self.audit.log(self.kind, outcome)
+
+
+class Audit:
+    """Who asked, which collections research searched and which documents the answer cited: one line per chat
+    request on the `neo_nl.audit` logger (README, Collections per caller). The key id, never the API key, and
+    never the user token."""
+
+    def __init__(self, caller: Caller, visible: tuple[str, ...]) -> None:
+        self.caller, self.visible = caller, visible
+        self.searched: tuple[str, ...] = ()
+        self.cached = False
+        self.cited: dict[str, dict[str, str]] = {}  # by evidence id, in citation order
+
+    def observe(self, event: ThoughtEvent) -> None:
+        if isinstance(event, Searched):
+            self.searched, self.cached = event.collections, event.cached
+        elif isinstance(event, SourceFound):
+            self.cited.setdefault(event.evidence_id, {"collection": event.collection, "title": event.title,
+                                                      "url": event.url})
+
+    def fields(self, kind: str, outcome: str) -> dict[str, Any]:
+        user = self.caller.user
+        return {
+            "kind": kind, "outcome": outcome, "key_id": self.caller.key_id,
+            "user": {"sub": user.sub, "email": user.email, "role": user.role, "groups": list(user.groups)} if user
+            else None,
+            "identity": user.source if user else None,
+            "collections_visible": list(self.visible), "collections_searched": list(self.searched),
+            "from_cache": self.cached, "documents_cited": list(self.cited.values()),
+        }
+
+    def log(self, kind: str, outcome: str) -> None:
+        fields = self.fields(kind, outcome)
+        user = self.caller.user
+        who = f"key {self.caller.key_id}" + (f", user {user.email or user.sub} ({user.source})" if user else "")
+        searched = ", ".join(self.searched) or "nothing"
+        cited = "; ".join(d["title"] for d in fields["documents_cited"]) or "nothing"
+        audit_log.info("%s %s by %s: searched %s%s; cited %s", kind, outcome, who, searched,
+                       " (cached answer)" if self.cached else "", cited, extra={"audit": fields})
 
 
 async def until_disconnected(request: Request, poll_s: float = 0.25) -> None:
@@ -304,10 +356,12 @@ async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEve
     )
 
 
-async def task_events(services: Services, task: str, request: ChatCompletionRequest) -> AsyncIterator[ThoughtEvent]:
+async def task_events(services: Services, catalog: Catalog, task: str, request: ChatCompletionRequest
+                      ) -> AsyncIterator[ThoughtEvent]:
+    """A background task's answer; `catalog`: the collections the caller may see (follow-ups and tags name them)."""
     messages = [{"role": m.role if m.role != "developer" else "system", "content": m.text()}
                 for m in request.messages if m.role in ("system", "developer", "user", "assistant")]
-    text, usage = await answer_task(task, messages, services.llm, services.catalog)
+    text, usage = await answer_task(task, messages, services.llm, catalog)
     if usage.calls:
         yield UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls, "task")
     yield AnswerDelta(text)

@@ -2,20 +2,27 @@
 
 Talks to a running service (`--url`, default http://HOST:PORT/v1); with `--local`, or when nothing answers
 there, it starts the service in-process on a free port first.
+
+`python -m app.cli key-id`: the key id of each API key read from standard input (one per line; or given as
+arguments), as the access file names keys (README, Collections per caller).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from typing import TextIO
 
 import httpx
 import uvicorn
 from httpx_sse import connect_sse
+
+from graph.cache import tenant_of
 
 DIM, RESET = "\033[2m", "\033[0m"
 
@@ -81,3 +88,24 @@ def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: 
     finally:
         if server is not None:
             server.should_exit = True
+
+
+def key_ids(keys: Iterable[str]) -> list[str]:
+    """The id of each key (blank lines skipped): what the access file names, since the key itself is a secret."""
+    return [tenant_of(key.strip()) for key in keys if key.strip()]
+
+
+def main(argv: list[str] | None = None, stdin: TextIO = sys.stdin, out: TextIO = sys.stdout) -> int:
+    parser = argparse.ArgumentParser(prog="python -m app.cli")
+    sub = parser.add_subparsers(dest="command", required=True)
+    key_id = sub.add_parser("key-id", help="print the key id of API keys (for ACCESS_FILE)")
+    key_id.add_argument("keys", nargs="*", help="the keys (default: one per line on standard input, which keeps "
+                                                "them out of the shell history)")
+    args = parser.parse_args(argv)
+    for line in key_ids(args.keys or stdin):
+        out.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 
-from app.auth import bearer_token, check_api_key, check_operator_key, has_valid_key
+from app.access import Caller
+from app.auth import bearer_token, caller, check_api_key, check_operator_key, has_valid_key
 from app.chat import (
     RequestRecord,
     answer_options,
@@ -20,7 +21,7 @@ from app.chat import (
     task_events,
     validate,
 )
-from app.errors import model_not_found
+from app.errors import APIError, model_not_found
 from app.protocol import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
 from app.ratelimit import rate_limit
 from app.services import Services
@@ -39,6 +40,7 @@ async def services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(services)]
+CallerDep = Annotated[Caller, Depends(caller)]
 
 
 def _wants_openwebui_events(request: Request, svc: Services) -> bool:
@@ -78,18 +80,22 @@ async def retrieve_model(model: str, request: Request) -> ModelCard:
     dependencies=[Depends(check_api_key), Depends(rate_limit)],
     responses={200: {"content": {"text/event-stream": {}}}, **_ERRORS},
 )
-async def chat_completions(body: ChatCompletionRequest, request: Request, svc: ServicesDep):
+async def chat_completions(body: ChatCompletionRequest, request: Request, svc: ServicesDep, who: CallerDep):
     validate(body, svc)
     turns = conversation(body)
+    visible = svc.access.visible(who)
+    if not visible:  # says nothing about which collections exist
+        raise APIError(403, "no document collection is open to this caller", code="permission_denied")
+    context = svc.context_for(visible)
     task = detect_task(body.model, request.headers.get("x-openwebui-task"), turns[-1].content, svc.settings)
     if task is not None:
-        events = task_events(svc, task, body)
+        events = task_events(svc, context.catalog, task, body)
         renderer = new_renderer(body, svc, think=False, openwebui=False)
     else:
-        events = pipeline_events(svc, turns, tenant_of(bearer_token(request)), body.model, answer_options(body))
+        events = pipeline_events(svc, context, turns, who.key_id, body.model, answer_options(body))
         renderer = new_renderer(body, svc, think=True, openwebui=_wants_openwebui_events(request, svc))
     streamed = bool(body.stream)
-    record = RequestRecord(request.app.state.metrics, "task" if task else "chat", streamed)
+    record = RequestRecord(request.app.state.metrics, "task" if task else "chat", streamed, who, visible)
     if not streamed:
         return await complete_chat(request, renderer, events, record)
     return EventSourceResponse(
@@ -108,8 +114,10 @@ async def health() -> dict[str, str]:
 @router.get("/health/ready")
 async def ready(request: Request, svc: ServicesDep) -> JSONResponse:
     """Ready or degraded (503); the detail (upstream URLs, collections, cache) only for a caller with a key
-    when API_KEYS is set, unless METRICS_PUBLIC=true: a load balancer needs the status, not the topology."""
-    report = await svc.readiness()
+    when API_KEYS is set, unless METRICS_PUBLIC=true: a load balancer needs the status, not the topology. The
+    collections listed are those the key may search (README, Collections per caller); user headers play no
+    part here."""
+    report = await svc.readiness(svc.access.visible(Caller(tenant_of(bearer_token(request)))))
     status = 200 if report["status"] == "ready" else 503
     if not (svc.settings.metrics_public or has_valid_key(request)):
         report = {"status": report["status"]}

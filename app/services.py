@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.access import Access
 from app.settings import Settings
 from graph.build import build_graph
 from graph.cache import Cache, cache_key, make_cache
 from graph.collections import Catalog, load_catalog
 from graph.context import Context
 from graph.llm import LLMClient
-from graph.mcp_client import DocumentClient
+from graph.mcp_client import DocumentClient, VisibleDocuments
 from graph.prompts import Prompts
 
 log = logging.getLogger(__name__)
@@ -25,11 +26,15 @@ class Services:
     graph: Any
     context: Context  # the pipeline's clients and configuration; per request, `Context.for_request`
     cache: Cache  # answers (here) and plans (in the pipeline)
+    access: Access  # who may search which collection
     embedded: Any = None  # docserver.embedded.EmbeddedServer when the reference server runs in-process
+    # the context of each set of visible collections seen so far: a few sets at most, one per kind of caller
+    views: dict[tuple[str, ...], Context] = field(default_factory=dict)
 
     @classmethod
     async def start(cls, settings: Settings) -> Services:
         catalog = load_catalog(settings.collections_file)
+        access = Access(settings, catalog.names)  # before anything starts: a wrong access file stops the service
         embedded, url = None, settings.mcp_server_url.strip()
         if not url:
             from docserver.embedded import serve_in_background
@@ -64,7 +69,19 @@ class Services:
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
         context = Context(llm=llm, docs=docs, catalog=catalog, prompts=prompts, config=settings.pipeline, cache=cache,
                           fingerprint=fingerprint)
-        return cls(settings, build_graph(), context, cache, embedded)
+        return cls(settings, build_graph(), context, cache, access, embedded)
+
+    def context_for(self, visible: tuple[str, ...]) -> Context:
+        """The pipeline context of a caller who may search `visible` (not empty): its catalog holds those
+        collections only, and its document view searches, lists and reads nothing else. Built once per set."""
+        if visible == tuple(self.catalog.names):
+            return self.context
+        view = self.views.get(visible)
+        if view is None:
+            catalog = self.catalog.only(visible)
+            view = replace(self.context, catalog=catalog, docs=VisibleDocuments(self.docs, catalog.names))
+            self.views[visible] = view
+        return view
 
     @property
     def catalog(self) -> Catalog:
@@ -81,9 +98,10 @@ class Services:
 
     @property
     def docs(self) -> DocumentClient:
-        return self.context.docs
+        return self.context.docs  # type: ignore[return-value]  # the process-wide context holds the client itself
 
-    async def readiness(self) -> dict[str, Any]:
+    async def readiness(self, collections: tuple[str, ...]) -> dict[str, Any]:
+        """Status and detail; `collections`: those the asking caller may see (README, Collections per caller)."""
         llm_ok, docs_ok, cache_ok = await asyncio.gather(
             self.llm.ping() if self.llm else _true(), self.docs.ping(), self.cache.ping()
         )
@@ -97,7 +115,7 @@ class Services:
             "mcp": {"url": self.docs.url, "reachable": docs_ok, "tools": sorted(self.docs.tools)},
             "cache": {"backend": "redis" if self.settings.redis_url else "memory", "reachable": cache_ok,
                       "hits": self.cache.hits, "misses": self.cache.misses},
-            "collections": self.catalog.names,
+            "collections": list(collections),
         }
 
     async def aclose(self) -> None:

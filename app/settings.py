@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1_000_000
     max_messages: int = 200
     max_message_chars: int = 32_000
+    # Collections per caller (README, Collections per caller): empty = every collection open to every caller
+    access_file: Path | None = None
+    user_jwt_secret: str = ""  # Open WebUI's FORWARD_USER_INFO_HEADER_JWT_SECRET; empty = the user JWT is ignored
+    user_jwt_header: str = "X-OpenWebUI-User-Jwt"
+    user_groups_header: str = "X-OpenWebUI-User-Groups"  # a custom header `{{USER_GROUPS}}`; trusted proxies only
     rate_limit: str = ""  # e.g. "60/minute" per API key (per client address without a key); empty = off
     sse_ping_s: float = Field(5.0, gt=0)  # SSE `: ping` comments on a quiet stream, every this many seconds
     keepalive_s: float | None = Field(None, gt=0, exclude=True)  # the old name of SSE_PING_S (deprecated)

@@ -20,6 +20,7 @@ from graph.events import (
     Finished,
     InstructionsIgnored,
     LLMFallback,
+    Searched,
     SourceFound,
     Step,
     SubAgentStatus,
@@ -133,6 +134,8 @@ class ChunkRenderer:
             return self._answer_text(neutralize(event.correction)) if event.correction else []
         if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, InstructionsIgnored)):
             return []  # the matching Step lines already tell the story in the think block
+        if isinstance(event, Searched):
+            return []  # for the audit line only
         if isinstance(event, UsageEvent):
             self.usage.add(event.step, event.prompt_tokens, event.completion_tokens, event.calls)
             return []

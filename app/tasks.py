@@ -69,6 +69,21 @@ def offline_title(question: str) -> str:
     return title[:1].upper() + title[1:]
 
 
+_SOURCE_META = re.compile(r"\(([^()]*)\)(?: — \S+)?\s*$")  # "(Organisation, 2016)" at the end of a sources line
+
+
+def cited_titles(answer: str, catalog: Catalog) -> list[str]:
+    """Title and section of each line of the sources list the service appended to an answer ("2. Title,
+    Section (Organisation, 2016) — url"), of the collections in `catalog` only: a conversation may hold an answer
+    given to someone who could see more, and a suggestion must not repeat what this caller may not see."""
+    titles = []
+    for _, line in SOURCE_LINE.findall(answer):
+        meta = _SOURCE_META.search(line)
+        if meta and catalog.resolve(meta.group(1).split(",")[0]):
+            titles.append(re.split(r" \(| — ", line, maxsplit=1)[0])
+    return titles
+
+
 def offline_follow_ups(prompt: str, question: str, catalog: Catalog, limit: int = 3) -> list[str]:
     """Follow-up questions from this turn: the topic in more detail, the first document the answer cited, and
     collections that neither the question named nor the answer cited."""
@@ -80,8 +95,7 @@ def offline_follow_ups(prompt: str, question: str, catalog: Catalog, limit: int 
     topic = focus_terms(question, catalog.collections)
     if topic and topic != question:
         follow.append(messages.line("follow_up_detail", language, topic=topic))
-    # the sources list the service appended ("2. Title, Section (ANVS, 2016) — url"): title and section
-    titles = [re.split(r" \(| — ", line, maxsplit=1)[0] for _, line in SOURCE_LINE.findall(answer)]
+    titles = cited_titles(answer, catalog)
     if titles:
         follow.append(messages.line("follow_up_document", language, title=titles[0]))
     named = set(mentioned_collections(question, catalog.collections))

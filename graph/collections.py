@@ -8,6 +8,7 @@ offline tag), the glossary the field's terms in both languages (`graph/glossary.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -48,6 +49,13 @@ class Catalog:
         self.glossary = glossary or Glossary([])
         self._display = {c.name: c.display_name for c in collections}
         self._written = {key: c.name for c in collections for key in (c.display_name.lower(), c.name.lower())}
+
+    def only(self, names: Iterable[str]) -> Catalog:
+        """The catalog one caller may see (README, Collections per caller): these collections in configuration
+        order, with the same topic and glossary. Routing, prompts, progress lines and errors read the catalog
+        they are given, so a collection left out here does not exist for them. No collection left is a ValueError."""
+        keep = set(names)
+        return Catalog([c for c in self.collections if c.name in keep], self.topic, self.glossary)
 
     def language(self, name: str) -> Language | None:
         return next((c.language for c in self.collections if c.name == name), None)

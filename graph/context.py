@@ -15,7 +15,7 @@ from graph.cache import Cache, cache_key
 from graph.collections import Catalog
 from graph.config import PipelineConfig
 from graph.llm import LLMClient
-from graph.mcp_client import DocumentClient
+from graph.mcp_client import Documents
 from graph.models import Language, Usage
 from graph.prompts import Prompts
 
@@ -56,7 +56,9 @@ class AnswerOptions:
 @dataclass(frozen=True, slots=True)
 class Context:
     llm: LLMClient | None  # None = offline (extractive) mode
-    docs: DocumentClient
+    # A caller sees the collections it may search and no others (README, Collections per caller):
+    # `Services.context_for` gives each set of visible collections its own catalog and document view
+    docs: Documents
     catalog: Catalog
     prompts: Prompts
     config: PipelineConfig = PipelineConfig()
@@ -78,10 +80,12 @@ class Context:
 
     async def cached(self, kind: str, key: object, compute: Callable[[], Awaitable[tuple[Any, Usage]]]
                      ) -> tuple[Any, Usage]:
-        """`compute()` -> (value, usage), memoised in the plan cache under (kind, tenant, fingerprint, key)."""
+        """`compute()` -> (value, usage), memoised in the plan cache under (kind, tenant, visible collections,
+        fingerprint, key): a plan made for a caller who sees more collections is never reused for one who sees
+        fewer (it could route to, or word a query for, a collection hidden from them)."""
         if self.cache is None:
             return await compute()
-        name = cache_key(kind, self.tenant, self.fingerprint, key)
+        name = cache_key(kind, self.tenant, self.catalog.names, self.fingerprint, key)
         hit = await self.cache.get(name)
         if hit is not None:
             return hit, Usage()

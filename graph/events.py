@@ -109,8 +109,18 @@ class InstructionsIgnored:
     collections: tuple[tuple[str, int], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Searched:
+    """The collections the route sends research to, for the request's audit line (README, Collections per
+    caller); never shown. `cached`: the answer was replayed from the response cache, researched in these
+    collections earlier."""
+
+    collections: tuple[str, ...]
+    cached: bool = False
+
+
 ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | AnswerCut | UsageEvent | ErrorEvent | Degraded
-                | LLMFallback | Unsupported | InstructionsIgnored | Finished)
+                | LLMFallback | Unsupported | InstructionsIgnored | Finished | Searched)
 
 
 def emit(event: ThoughtEvent) -> None:
@@ -126,7 +136,7 @@ def degrade(reason: str, line: str | None = None) -> None:
 
 
 _TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, AnswerCut, UsageEvent, ErrorEvent,
-                                        Degraded, LLMFallback, Unsupported, InstructionsIgnored, Finished)}
+                                        Degraded, LLMFallback, Unsupported, InstructionsIgnored, Finished, Searched)}
 
 
 def to_record(event: ThoughtEvent) -> dict:
@@ -135,4 +145,7 @@ def to_record(event: ThoughtEvent) -> dict:
 
 def from_record(record: dict) -> ThoughtEvent:
     fields = dict(record)
-    return _TYPES[fields.pop("type")](**fields)
+    kind = _TYPES[fields.pop("type")]
+    if kind is Searched:  # JSON has no tuples
+        fields["collections"] = tuple(fields["collections"])
+    return kind(**fields)

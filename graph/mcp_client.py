@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,3 +286,39 @@ class DocumentClient:
             return [e for e in await self.search(collection, query or doc_id) if e.doc_id == doc_id]
         output = await self._call("read_document", {"doc_id": doc_id, "collection": collection, "query": query})
         return to_evidence(collection, output)
+
+
+class VisibleDocuments:
+    """The document tools as one caller may use them: only the collections it may see (README, Collections
+    per caller).
+
+    The document server knows every collection (`list_documents` lists them all, and a result names its own
+    collection); this view cuts calls and results down to the caller's, so that no node can search, list or
+    read a hidden collection whatever its inputs. Built once per set of visible collections (`Services`)."""
+
+    def __init__(self, client: DocumentClient, names: Iterable[str]) -> None:
+        self.client, self.names = client, frozenset(names)
+
+    async def search(self, collection: str, query: str) -> list[Evidence]:
+        if not self._allowed(collection):
+            return []
+        return [e for e in await self.client.search(collection, query) if e.collection in self.names]
+
+    async def list_documents(self, query: str) -> list[DocumentRef]:
+        return [r for r in await self.client.list_documents(query) if r.collection in self.names]
+
+    async def read_document(self, collection: str, doc_id: str, query: str | None = None) -> list[Evidence]:
+        if not self._allowed(collection):
+            return []
+        return [e for e in await self.client.read_document(collection, doc_id, query) if e.collection in self.names]
+
+    def _allowed(self, collection: str) -> bool:
+        if collection in self.names:
+            return True
+        # Nodes only search what the caller's catalog routed to: reaching this is a bug, refused without a trace
+        # in the answer (an error line would name the collection)
+        log.error("a search outside the caller's collections was refused")
+        return False
+
+
+Documents = DocumentClient | VisibleDocuments  # what the pipeline's nodes search through (`Context.docs`)

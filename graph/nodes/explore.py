@@ -21,6 +21,7 @@ async def explore(state: State, runtime: Runtime[Context]) -> dict:
     except DocumentError as exc:
         degrade("documents", messages.line("failed", language, coll="list_documents", error=exc))
         return {"documents": []}
+    # the server lists every collection it has; `ctx.docs` already left out those hidden from the caller
     refs = [r for r in refs if r.collection in route.collections]
     if not refs:
         emit(Step(messages.line("no_documents", language)))

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from graph import messages
 from graph.context import Context
-from graph.events import Step, emit
+from graph.events import Searched, Step, emit
 from graph.models import QueryType, Route, Usage
 from graph.routing import (
     asks_model,
@@ -105,6 +105,7 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
     else:
         emit(Step(messages.line("route_unsure", language, kind=kind)))
     emit(Step(messages.line("collections", language, names=", ".join(ctx.display(c) for c in decision.collections))))
+    emit(Searched(tuple(decision.collections)))  # for the audit line: research searches these and no others
     if ctx.llm is None:
         emit(Step(messages.line("offline", language)))
     return {**update, "route": decision, "usage": usage}
