@@ -110,6 +110,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "sweep_rounds": 1 if smoke else 3,
         "sweep_min": 2 if smoke else 20,
         "mcp_calls": 5 if smoke else 50,
+        "security_requests": 20 if smoke else 500,
         "cache_hits": 3 if smoke else 30,
         "cache_misses": 1 if smoke else 10,
         "relay_streams": scenarios.RELAY_STREAMS,
@@ -200,8 +201,15 @@ async def _sweep(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namesp
             lab.stop(proc)
 
 
+async def _security(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 9: access check and instruction filter per request"""
+    with section(data, "Access check and instruction filter (section 9)"):
+        data["security"] = await scenarios.security_overhead(lab, sizes["security_requests"])
+
+
 # --only's names, in the order a run takes them
-PARTS = {"latency": _latency, "speedup": _speedup, "relay": _relay, "mcp": _mcp, "cache": _cache, "sweep": _sweep}
+PARTS = {"latency": _latency, "speedup": _speedup, "relay": _relay, "mcp": _mcp, "cache": _cache, "sweep": _sweep,
+         "security": _security}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import re
 import statistics
@@ -499,6 +500,54 @@ async def mcp_sessions(lab: Lab, calls: int) -> dict[str, dict[str, list[float]]
               f"new session p50 {statistics.median(fresh) * 1000:.1f} ms", flush=True)
     async with new_client() as client:
         await mcp_intervals(client, lab.docserver)  # not needed later: drop them
+    return out
+
+
+async def security_overhead(lab: Lab, requests: int) -> dict[str, list[float]]:
+    """Section 9: what the access check and the instruction filter add to one request, timed in this process
+    (a pinned core's worth of work, no network): who the caller is (a signed Open WebUI user token, verified)
+    and which collections it may see, and the screening of the passages research keeps for each question of
+    the latency part (every collection's top hits), with the screening memo cleared so every passage is read.
+    Per request, so that the target (≤ 2 ms p50) reads directly."""
+    import jwt
+
+    from app.access import Access
+    from app.settings import Settings
+    from graph.collections import load_catalog
+    from graph.injection import screen, screen_text
+    from graph.mcp_client import DocumentClient
+
+    settings = Settings(_env_file=None)
+    catalog = load_catalog(settings.collections_file)
+    access_file = lab.work / "access.json"
+    access_file.write_text(json.dumps({"restricted": catalog.names[-1:], "grants": [
+        {"role": "admin", "collections": catalog.names[-1:]}]}), "utf-8")
+    secret = "bench-secret-of-32-bytes-or-more!!"
+    access = Access(settings.model_copy(update={"access_file": access_file, "user_jwt_secret": secret}), catalog.names)
+    passages: list[list] = []
+    client = DocumentClient(lab.mcp_url)
+    try:
+        for question in QUESTIONS.values():
+            found = [await client.search(name, question) for name in catalog.names]
+            passages.append([e for hits in found for e in hits[: settings.pipeline.top_k]])
+    finally:
+        await client.aclose()
+    out: dict[str, list[float]] = {"access": [], "screen": [], "passages": []}
+    for i in range(requests):
+        token = jwt.encode({"sub": f"u{i}", "email": f"u{i}@example.nl", "role": "admin" if i % 2 else "user",
+                            "exp": int(time.time()) + 300}, secret, algorithm="HS256")
+        headers = {"x-openwebui-user-jwt": token}
+        t0 = time.perf_counter()
+        access.visible(access.identify(headers, "0123456789abcdef"))
+        out["access"].append(time.perf_counter() - t0)
+        evidence = passages[i % len(passages)]
+        screen_text.cache_clear()
+        t0 = time.perf_counter()
+        screen(evidence)
+        out["screen"].append(time.perf_counter() - t0)
+        out["passages"].append(len(evidence))
+    print(f"  security: access p50 {statistics.median(out['access']) * 1000:.3f} ms, screening "
+          f"p50 {statistics.median(out['screen']) * 1000:.3f} ms per request", flush=True)
     return out
 
 

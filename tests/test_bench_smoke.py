@@ -75,7 +75,7 @@ def assert_relay_section(report: str, runs: int = 2, streams_requests: int = 10)
 
 def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "BENCHMARKS.md")
-    assert SECTIONS[-2] == RELAY_SECTION
+    assert SECTIONS[-3] == RELAY_SECTION
     for heading in SECTIONS:
         assert heading in report, heading
     for query_type in TYPES:
@@ -107,6 +107,6 @@ def test_bench_only_runs_the_parts_asked_for(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "relay.md", "--only", "relay")
     assert "Only some parts ran (`--only relay`)" in report
     assert_relay_section(report)
-    for heading in SECTIONS[2:-2]:  # sections 1-7
+    for heading in SECTIONS[2:-3]:  # sections 1-7
         assert heading not in report, heading
     assert "## Headline" in report and "## What the numbers show" in report
