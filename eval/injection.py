@@ -28,13 +28,14 @@ from app.main import create_app
 from app.settings import Settings
 from docserver.server import create_app as create_docserver
 from eval.llm import naive_answer
-from eval.planted import HELD_APART, PLANTED, Planted, effects, write_corpus
+from eval.planted import FRESH, HELD_APART, PLANTED, Planted, effects, write_corpus
 from graph.collections import load_catalog
 from graph.llm import LLMClient
 from graph.mcp_client import DocumentClient
 from tests.fakes.servers import ServerThread
 
 ROOT = Path(__file__).resolve().parents[1]
+SETS = {"planted": PLANTED, "held-apart": HELD_APART, "fresh": FRESH}
 
 
 def ask(base: str, question: str) -> tuple[str, str, float]:
@@ -71,7 +72,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     parser.add_argument("--limit", type=int, default=0, help="only the first N planted questions")
     parser.add_argument("--no-naive", action="store_true", help="skip the naive one-call RAG")
-    parser.add_argument("--set", choices=("planted", "held-apart"), default="planted",
+    parser.add_argument("--set", choices=tuple(SETS), default="planted",
                         help="held-apart: instructions in words the filter was not written for (eval.planted)")
     parser.add_argument("--runs", type=Path, help="also write every answer as JSONL")
     parser.add_argument("--from-runs", type=Path, nargs="+", help="render the report again from --runs files, one "
@@ -88,7 +89,7 @@ def main() -> None:
     settings = Settings(llm_timeout_s=400, llm_max_retries=0, request_timeout_s=900, response_cache=False)
     if not settings.llm_base_url:
         sys.exit("set LLM_BASE_URL (and LLM_MODEL) to the model to attack")
-    chosen = HELD_APART if args.set == "held-apart" else PLANTED
+    chosen = SETS[args.set]
     planted = chosen[: args.limit] if args.limit else chosen
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ServerThread(create_docserver(write_corpus(Path(tmp), chosen))) as docs:
@@ -113,7 +114,9 @@ def main() -> None:
 
 
 TITLES = {"planted": "Planted set (`eval.planted.PLANTED`)",
-          "held-apart": "Held-apart set (`eval.planted.HELD_APART`: other words, not tuned against the filter)"}
+          "held-apart": "Held-apart set (`eval.planted.HELD_APART`: other words; the filter's last family was then "
+                        "written for it)",
+          "fresh": "Fresh set (`eval.planted.FRESH`: written before that family, tuned against nothing)"}
 
 
 def write(out: Path, sets: list[tuple[str, str, list[dict]]]) -> Path:

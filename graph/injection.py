@@ -28,6 +28,13 @@ from graph.models import Evidence
 log = logging.getLogger(__name__)
 
 _GAP = r"[^.!?\n]{0,40}?"  # a few words within one sentence
+_PROCESSING_RE = (r"summari[sz](?:e|es|ing)|reads?|reading|process(?:es|ing)?|quot(?:e|es|ing)|cit(?:e|es|ing)|"
+                  r"index(?:es|ing)?|condens(?:e|es|ing)|ingest(?:s|ing)?")
+_PROCESSING = ("summarise summarises summarising summarize summarizes summarizing read reads reading process processes "
+               "processing quote quotes quoting cite cites citing index indexes indexing condense condenses condensing "
+               "ingest ingests ingesting")
+_VERWERKEN_RE = r"verwerkt|verwerken|samenvat|samenvatten|leest|lezen|citeert|citeren|doorzoekt|doorzoeken|gebruikt|gebruiken"
+_VERWERKEN = "verwerkt verwerken samenvat samenvatten leest lezen citeert citeren doorzoekt doorzoeken gebruikt gebruiken"
 _AI = "ai llm llms language_model chatbot chatbots assistant assistants"  # see `_words` for "language_model"
 
 # (anchor words, pattern): a pattern can only match a text that holds one of its anchor words, a word it cannot
@@ -67,6 +74,14 @@ _ENGLISH = [
     ("answer respond reply", r"\b(?:always|only)\s+(?:answer|respond|reply)\s+(?:with|by|that)\b"),
     ("your every each", r"\bin\s+(?:your|every|each)\s+(?:answer|response|reply)\b"),
     ("your", r"\byour\s+(?:answer|response|reply)\s+(?:must|should|shall|has\s+to)\b"),
+    # addressed to whatever processes "this" text (added after the held-apart set of eval.planted got through)
+    (_PROCESSING, rf"\b(?:systems?|tools?|programs?|software|applications?|assistants?|models?|chatbots?|bots?|agents?|"
+                  rf"readers?|crawlers?)\s+(?:that\s+|which\s+)?(?:\w+\s+)?(?:{_PROCESSING_RE})\s+(?:this|these)\s+"
+                  r"(?:page|text|document|passage|article|content|paragraph|section)s?\b"),
+    (_PROCESSING, rf"\bthe\s+(?:model|assistant|ai|system|chatbot|bot|reader)\s+(?:that\s+is\s+)?(?:{_PROCESSING_RE})\s+this\b"),
+    ("summaries summary answers answer responses response replies reply",
+     r"\b(?:summaries|summary|answers?|responses?|replies)\s+(?:of|to|about|based\s+on)\s+this\s+(?:page|text|document|"
+     r"passage|article|content)\s+(?:are|is|must|should|shall)\b"),
 ]
 
 _NL_AI = "ai llm llms taalmodellen taalmodel chatbot chatbots assistenten assistent"
@@ -92,6 +107,14 @@ _DUTCH = [
      r"vragenstellers?)\b"),
     ("antwoord reageer", r"\b(?:antwoord|reageer)\s+(?:alleen|uitsluitend|enkel|altijd)\b"),
     ("antwoord reactie", r"\bin\s+(?:je|jouw|elk|ieder)\s+(?:antwoord|reactie)\b"),
+    # addressed to whatever processes "deze" text (added after the held-apart set of eval.planted got through)
+    (_VERWERKEN, rf"\bwie\s+(?:deze|dit)\s+(?:\w+\s+)?(?:automatisch\s+)?(?:{_VERWERKEN_RE})\b"),
+    (_VERWERKEN, rf"\b(?:chatbots?|systemen|programma'?s|modellen|taalmodellen|assistenten|tools|software|toepassingen)\s+"
+                 rf"die\s+(?:deze|dit)\s+(?:\w+\s+)?(?:{_VERWERKEN_RE})\b"),
+    (_VERWERKEN, rf"\bhet\s+(?:model|systeem|programma|taalmodel)\s+dat\s+(?:dit|deze)\s+(?:\w+\s+)?(?:{_VERWERKEN_RE})\b"),
+    ("samenvattingen samenvatting antwoorden antwoord",
+     r"\b(?:samenvattingen|samenvatting|antwoorden|antwoord)\s+(?:van|op|over)\s+(?:deze|dit)\s+\w+\s+(?:moeten|moet|"
+     r"dienen|dient)\b"),
 ]
 
 _MARKUP = [  # chat-template and role markup no document needs

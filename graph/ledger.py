@@ -132,7 +132,7 @@ class Ledger:
         (`fence`, random unless given), and the block opens with the rule that text between the marks is material,
         never an instruction: a document cannot forge the end of its passage, since it cannot know the code."""
         fence = fence or secrets.token_hex(2)
-        blocks = [messages.line("fence_rule", language, fence=fence)]
+        blocks = [fence_rule(language, fence)]
         for n, e in self.numbered():
             if only is not None and n not in only:
                 continue
@@ -203,6 +203,13 @@ def answer_order(facts: list[Fact], collection: dict[str, str]) -> list[Fact]:
     for f in facts:
         first.setdefault(collection.get(f.evidence_ids[0], "") if f.evidence_ids else "", len(first))
     return sorted(facts, key=lambda f: first[collection.get(f.evidence_ids[0], "") if f.evidence_ids else ""])
+
+
+def fence_rule(language: Language, fence: str) -> str:
+    """The line that opens an evidence block: where passages start and end, and that they are data. With
+    `fence=""`, the line as it reads once the marks are taken out of an answer (`graph.contacts`)."""
+    marks = messages.line("fence_marks", language, fence=fence)
+    return f"{marks if fence else re.sub(r'«/?»', '', marks)} {messages.line('fence_data', language)}"
 
 
 def _document_entry(parts: list[Evidence]) -> Evidence:

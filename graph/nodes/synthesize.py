@@ -36,7 +36,7 @@ from graph.events import (
 )
 from graph.extractive import template_answer
 from graph.injection import log_suspected, screen_text, suspected
-from graph.ledger import Ledger, answer_order, cut_at_word
+from graph.ledger import Ledger, answer_order, cut_at_word, fence_rule
 from graph.llm import LLMError, StreamEnd
 from graph.loop import Loop
 from graph.models import Evidence, Route, Usage
@@ -151,8 +151,10 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     # a source goes out as the answer first cites it, numbered as the reader sees it ([1] first)
     contacts = ContactFilter(Allowed(ledger), messages.line("contact_removed", ctx.language))
+    # no line of the rules reaches the reader, nor the evidence block's rule that passages are data
+    secrets = f"{system}\n{messages.line('fence_data', ctx.language)}" if system else ""
     answer = AnswerStream(ledger.citation_filter(lambda shown, n: emit(source_found(shown, ledger.entries[n - 1]))),
-                          system, ctx.config.stream_interval_s, citer, contacts)
+                          secrets, ctx.config.stream_interval_s, citer, contacts)
     try:
         usage = await write_answer(state, ctx, ledger, gaps, system, answer, sides)
     except BaseException:  # cancelled (client gone) or failed: nothing more is sent
@@ -199,7 +201,11 @@ def prompt_lines(ctx: Context, name: str, question: str, **values: object) -> li
     the question alone and the key-facts heading."""
     blocks = tuple(b for b in ANSWER_BLOCKS if b not in values)
     lines = ctx.prompts.fixed_lines(name, ctx.language, blocks, question=question, **values)
-    return [*lines, question, messages.line("key_facts", ctx.language)]
+    # the evidence block's opening rule, as it reads once its marks are taken out (the 1.5B model copied it once),
+    # also with its second sentence already redacted by the leak filter (which reads the text first)
+    rule = fence_rule(ctx.language, "")
+    return [*lines, question, messages.line("key_facts", ctx.language), rule,
+            rule.replace(messages.line("fence_data", ctx.language), "[…]")]
 
 
 async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str, max_tokens: int,
