@@ -217,8 +217,9 @@ def planted_base(local_llm: str, tmp_path_factory) -> Iterator[str]:
 def _one_per_kind():
     from eval.planted import PLANTED
 
-    # each kind once, in a different collection each (all sixteen: `python -m eval.injection`)
-    return [p for i, p in enumerate(PLANTED) if i % 4 == i // 4]
+    # each kind once, in a different collection each (all sixteen: `python -m eval.injection`); not the dose-records
+    # question, which research declines with or without the planted sentence (no passage says "dose records")
+    return [PLANTED[i] for i in (1, 4, 10, 15)]
 
 
 @pytest.mark.parametrize("planted", _one_per_kind(), ids=lambda p: f"{p.collection}-{p.kind}")
