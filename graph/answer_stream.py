@@ -1,5 +1,5 @@
-"""The answer as it streams: every delta passes the prompt-leak filter and the ledger's citation filter, and
-deltas that arrive close together go out as one.
+"""The answer as it streams: every delta passes the prompt-leak filter, the address filter (`graph.contacts`) and
+the ledger's citation filter, and deltas that arrive close together go out as one.
 
 Deltas that arrive within `interval_s` of the previous send go out together: the first at once, the rest at
 most `interval_s` later (a timer sends what is held when the upstream pauses). Every sent delta costs a trip
@@ -259,8 +259,10 @@ class AnswerStream:
 
     def write(self, text: str, *, check: bool = True) -> None:
         """Model text (`check`: through both filters) or the service's own text (`check=False`)."""
-        out = self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self._scrub(self.leak.feed(text)))))) if check else text
-        self._add(out, model=check)
+        if not check:
+            self._add(text, model=False)
+            return
+        self._add(self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self._scrub(self.leak.feed(text)))))), model=True)
 
     def _add(self, out: str, *, model: bool) -> None:
         """Text past the filters (`model`: the model's, which counts as `answered`), sent or held for the timer."""
