@@ -213,14 +213,11 @@ def screen(evidence: list[Evidence]) -> list[Evidence]:
 
 
 def suspected(evidence: list[Evidence]) -> dict[str, int]:
-    """Passages that held planted instructions, per collection (each passage once)."""
+    """Passages that held planted instructions, counted per collection (each passage once), after one warning
+    naming them (never their text: the log is no place to replay an attack). {} when there were none."""
     seen = {e.id: e.collection for e in evidence if e.withheld}
-    return dict(Counter(seen.values()))
-
-
-def log_suspected(evidence: list[Evidence]) -> None:
-    """One warning naming the passages (never their text: the log is no place to replay an attack)."""
-    ids = sorted({e.id for e in evidence if e.withheld})
-    if ids:
+    if seen:
+        ids = sorted(seen)
         log.warning("instructions for the model withheld from %d passage(s): %s", len(ids), ", ".join(ids),
                     extra={"injection_passages": ids})
+    return dict(Counter(seen.values()))

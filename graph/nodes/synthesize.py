@@ -35,7 +35,7 @@ from graph.events import (
     emit,
 )
 from graph.extractive import template_answer
-from graph.injection import log_suspected, screen_text, suspected
+from graph.injection import screen_text, suspected
 from graph.ledger import Ledger, answer_order, cut_at_word, fence_rule
 from graph.llm import LLMError, StreamEnd
 from graph.loop import Loop
@@ -126,7 +126,6 @@ def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
     (`graph.injection.screen` took them out as the passages came in)."""
     counts = suspected(evidence)
     if counts:
-        log_suspected(evidence)
         emit(Step(messages.line("instructions_withheld", ctx.language, n=sum(counts.values()))))
         emit(InstructionsIgnored(tuple(sorted(counts.items()))))
 
@@ -152,9 +151,9 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     # a source goes out as the answer first cites it, numbered as the reader sees it ([1] first)
     contacts = ContactFilter(Allowed(ledger), messages.line("contact_removed", ctx.language))
     # no line of the rules reaches the reader, nor the evidence block's rule that passages are data
-    secrets = f"{system}\n{messages.line('fence_data', ctx.language)}" if system else ""
+    leak_lines = f"{system}\n{messages.line('fence_data', ctx.language)}" if system else ""
     answer = AnswerStream(ledger.citation_filter(lambda shown, n: emit(source_found(shown, ledger.entries[n - 1]))),
-                          secrets, ctx.config.stream_interval_s, citer, contacts)
+                          leak_lines, ctx.config.stream_interval_s, citer, contacts)
     try:
         usage = await write_answer(state, ctx, ledger, gaps, system, answer, sides)
     except BaseException:  # cancelled (client gone) or failed: nothing more is sent
