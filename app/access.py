@@ -2,7 +2,7 @@
 
 Without an access file every configured collection is open to every caller. With one, the collections it lists
 as `restricted` are searched only for a caller holding a grant for them: by API key (its key id,
-`graph.cache.tenant_of`, never the key itself) or, behind Open WebUI, by the user's e-mail, role or group. Who
+`graph.clients.cache.tenant_of`, never the key itself) or, behind Open WebUI, by the user's e-mail, role or group. Who
 the user is comes from the signed `X-OpenWebUI-User-Jwt` (HS256, `USER_JWT_SECRET`), or from the plain
 `X-OpenWebUI-User-*` headers when the API key is a trusted proxy; from any other key those headers are ignored,
 since any client can send them. Groups are not in Open WebUI's token: they come in a plain header (a custom
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from app.errors import APIError
 from app.settings import Settings
-from graph.cache import tenant_of
+from graph.clients.cache import tenant_of
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from fastapi import Request
 
 from app.access import Caller
 from app.errors import APIError
-from graph.cache import tenant_of
+from graph.clients.cache import tenant_of
 
 CHALLENGE = {"WWW-Authenticate": "Bearer"}  # RFC 6750: how to authenticate, on every 401
 

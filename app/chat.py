@@ -21,11 +21,8 @@ from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, Response
 from app.services import Services
 from app.sse import ChunkRenderer
 from app.tasks import answer_task
-from graph import messages
-from graph.cache import cache_key
-from graph.collections import Catalog
-from graph.context import AnswerOptions, Context
-from graph.events import (
+from graph.answer import messages
+from graph.answer.events import (
     AnswerCut,
     AnswerDelta,
     Degraded,
@@ -42,10 +39,13 @@ from graph.events import (
     from_record,
     to_record,
 )
-from graph.language import detect_language
-from graph.llm import LLMError
+from graph.clients.cache import cache_key
+from graph.clients.llm import LLMError
+from graph.collections import Catalog
+from graph.context import AnswerOptions, Context
 from graph.models import Turn
 from graph.runner import run_pipeline, start
+from graph.text.language import detect_language
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("neo_nl.audit")

@@ -22,7 +22,7 @@ import httpx
 import uvicorn
 from httpx_sse import connect_sse
 
-from graph.cache import tenant_of
+from graph.clients.cache import tenant_of
 
 DIM, RESET = "\033[2m", "\033[0m"
 

@@ -17,7 +17,7 @@ from limits.storage import storage_from_string
 
 from app.auth import bearer_token
 from app.errors import APIError
-from graph.cache import tenant_of
+from graph.clients.cache import tenant_of
 
 
 class RateLimiter:

@@ -27,7 +27,7 @@ from app.ratelimit import rate_limit
 from app.services import Services
 from app.settings import Settings
 from app.tasks import detect_task
-from graph.cache import tenant_of
+from graph.clients.cache import tenant_of
 
 router = APIRouter()
 _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 429, 500)}

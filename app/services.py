@@ -9,13 +9,13 @@ from typing import Any
 
 from app.access import Access
 from app.settings import Settings
+from graph.answer.prompts import Prompts
 from graph.build import build_graph
-from graph.cache import Cache, cache_key, make_cache
+from graph.clients.cache import Cache, cache_key, make_cache
+from graph.clients.llm import LLMClient
+from graph.clients.mcp_client import DocumentClient, VisibleDocuments
 from graph.collections import Catalog, load_catalog
 from graph.context import Context
-from graph.llm import LLMClient
-from graph.mcp_client import DocumentClient, VisibleDocuments
-from graph.prompts import Prompts
 
 log = logging.getLogger(__name__)
 

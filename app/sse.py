@@ -11,8 +11,7 @@ from typing import Any
 
 from app.errors import error_body, event_status
 from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, SearchResult, UsageInfo
-from graph.claims import withdraw
-from graph.events import (
+from graph.answer.events import (
     AnswerCut,
     AnswerDelta,
     Degraded,
@@ -28,7 +27,8 @@ from graph.events import (
     Unsupported,
     UsageEvent,
 )
-from graph.sanitize import TagNeutralizer, neutralize
+from graph.answer.sanitize import TagNeutralizer, neutralize
+from graph.text.claims import withdraw
 
 THINK_OPEN, THINK_CLOSE = "<think>\n", "</think>\n\n"
 

@@ -11,13 +11,13 @@ import logging
 import re
 
 from app.settings import Settings
-from graph import messages
+from graph.answer import messages
+from graph.answer.ledger import SOURCE_LINE
+from graph.clients.llm import LLMClient, LLMError
 from graph.collections import Catalog
-from graph.language import detect_language
-from graph.ledger import SOURCE_LINE
-from graph.llm import LLMClient, LLMError
 from graph.models import Usage
-from graph.routing import focus_terms, mentioned_collections
+from graph.text.language import detect_language
+from graph.text.routing import focus_terms, mentioned_collections
 from textkit import STOPWORDS
 
 log = logging.getLogger(__name__)

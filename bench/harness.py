@@ -37,6 +37,7 @@ from tests.fakes.fake_llm import FakeLLM, Reply, split_tokens
 ROOT = Path(__file__).resolve().parents[1]
 TTFT_S = 0.300  # the fake upstream's time to first token
 TOKEN_DELAY_S = 0.010  # and between tokens
+CALLS_PATH = "/_bench/upstream-calls"  # the fake upstream's record of its calls (`bench/upstream.py`)
 MODEL = "neo-nl-agent"
 LLM_MAX_CONCURRENCY = 512  # the service's upstream cap and pool size in the benchmark, and the relay's
 
@@ -332,8 +333,6 @@ class Upstream:
         return self.base + "/v1"
 
     async def _fetch(self, client: httpx.AsyncClient, since: int) -> dict[str, Any]:
-        from bench.upstream import CALLS_PATH
-
         response = await client.get(self.base + CALLS_PATH, params={"since": since})
         response.raise_for_status()
         return response.json()

@@ -2,7 +2,7 @@
 
 What it is for: the anchor of section 8 of docs/BENCHMARKS.md. It is the least a streaming chat endpoint on the
 service's own stack can do per request (FastAPI, sse-starlette on uvicorn, and the service's upstream client
-`graph.llm.LLMClient`, created once in the lifespan), so the service's CPU per streamed request is reported as a
+`graph.clients.llm.LLMClient`, created once in the lifespan), so the service's CPU per streamed request is reported as a
 multiple of this process's. POST /v1/chat/completions takes the last message's text, makes ONE streaming upstream
 call with it (behind a system message with the answer prompt's marker, so the benchmark's fake upstream answers
 with the same scripted answer as the service's answer call), and forwards each upstream text delta as one
@@ -28,7 +28,7 @@ from fastapi import FastAPI, Request
 from sse_starlette import EventSourceResponse
 
 from bench.harness import ANSWER_MARKER
-from graph.llm import LLMClient
+from graph.clients.llm import LLMClient
 
 
 def _event(completion_id: str, created: int, model: str, delta: dict[str, str],

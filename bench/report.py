@@ -657,7 +657,7 @@ def _security_section(data: dict[str, Any]) -> str:
         "",
         "Timed in the benchmark process, per request, without network: `app.access.Access.identify` and `visible` "
         "for an Open WebUI user token signed with HS256 (verified with PyJWT) against an access file that restricts "
-        "one collection, and `graph.injection.screen` over the top hits of every collection for each question of "
+        "one collection, and `graph.text.injection.screen` over the top hits of every collection for each question of "
         "section 1, its memo cleared first (a request whose passages no earlier request saw). In a request this "
         "runs once (the access check) and once per sub-agent over its own hits (screening), so the sum is an upper "
         "bound.",
@@ -678,9 +678,9 @@ def _mcp_section(data: dict[str, Any]) -> str:
     return "\n".join([
         "## 6. MCP session reuse",
         "",
-        "`search_collection` calls from the benchmark process through `graph.mcp_client.DocumentClient`, one at a "
-        "time, rotating over four collection/query pairs. Reused: one client, its session opened before timing. "
-        "New: a new client per call, so each call opens (and closes) its own session; closing is counted.",
+        "`search_collection` calls from the benchmark process through `graph.clients.mcp_client.DocumentClient`, "
+        "one at a time, rotating over four collection/query pairs. Reused: one client, its session opened before "
+        "timing. New: a new client per call, so each call opens (and closes) its own session; closing is counted.",
         "",
         table(["mode", "session", "calls", "mean (ms)", "p50 (ms)", "p95 (ms)"], rows),
         "",
@@ -737,11 +737,11 @@ def _relay_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
         "",
         "What one streamed request costs the service in CPU, as a multiple of the least a streaming endpoint on "
         "the same stack costs: the bare relay (`bench/relay.py`: FastAPI and sse-starlette on uvicorn, and the "
-        "service's own upstream client `graph.llm.LLMClient`) makes one upstream call with the user's message and "
-        f"forwards each of the scripted answer's {meta['answer_tokens']} tokens as one chunk, then a finish chunk "
-        "and `[DONE]`. The service streams the same answer and does everything else besides (routing, searches, "
-        "summaries, the think block, citations and sources, usage), so the ratio is the price of the pipeline and "
-        "the protocol on top of relaying the answer.",
+        "service's own upstream client `graph.clients.llm.LLMClient`) makes one upstream call with the user's "
+        f"message and forwards each of the scripted answer's {meta['answer_tokens']} tokens as one chunk, then a "
+        "finish chunk and `[DONE]`. The service streams the same answer and does everything else besides "
+        "(routing, searches, summaries, the think block, citations and sources, usage), so the ratio is the price "
+        "of the pipeline and the protocol on top of relaying the answer.",
         "",
         "CPU = user + system time of the measured process and its children (the kernel's per-process CPU clock, "
         f"to the nanosecond), from just before a request is sent until {SETTLE_S * 1000:.0f} ms after its "

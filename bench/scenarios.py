@@ -471,7 +471,7 @@ MCP_QUERIES = [
 
 async def mcp_sessions(lab: Lab, calls: int) -> dict[str, dict[str, list[float]]]:
     """Section 6: `search_collection` over one long-lived session vs. a new session (client) per call."""
-    from graph.mcp_client import DocumentClient
+    from graph.clients.mcp_client import DocumentClient
 
     out: dict[str, dict[str, list[float]]] = {}
     queries = itertools.cycle(MCP_QUERIES)
@@ -513,9 +513,9 @@ async def security_overhead(lab: Lab, requests: int) -> dict[str, list[float]]:
 
     from app.access import Access
     from app.settings import Settings
+    from graph.clients.mcp_client import DocumentClient
     from graph.collections import load_catalog
-    from graph.injection import screen, screen_text
-    from graph.mcp_client import DocumentClient
+    from graph.text.injection import screen, screen_text
 
     settings = Settings(_env_file=None)
     catalog = load_catalog(settings.collections_file)

@@ -18,10 +18,8 @@ from urllib.parse import parse_qs
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from bench.harness import TOKEN_DELAY_S, TTFT_S, script_fake, upstream_calls
+from bench.harness import CALLS_PATH, TOKEN_DELAY_S, TTFT_S, script_fake, upstream_calls
 from tests.fakes.fake_llm import FakeLLM
-
-CALLS_PATH = "/_bench/upstream-calls"
 
 
 class CallsEndpoint:

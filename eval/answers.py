@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
-from graph import messages
-from graph.ledger import SOURCE_LINE
+from graph.answer import messages
+from graph.answer.ledger import SOURCE_LINE
 from graph.models import Evidence
 
 _SOURCES_HEADING = re.compile(r"\n\*\*(?:Bronnen|Sources)\*\*")

@@ -49,11 +49,11 @@ from docserver.index import Index
 from docserver.store import load_documents
 from eval import hotpot
 from eval.answers import MARKER, body_of, cited_titles, is_declined
+from graph.answer.prompts import Prompts
 from graph.build import build_graph
+from graph.clients.mcp_client import DocumentClient
 from graph.context import Context
-from graph.mcp_client import DocumentClient
 from graph.models import Turn
-from graph.prompts import Prompts
 from graph.runner import start
 
 Split = Literal["tune", "test"]

@@ -29,9 +29,9 @@ from app.settings import Settings
 from docserver.server import create_app as create_docserver
 from eval.llm import naive_answer
 from eval.planted import FRESH, HELD_APART, PLANTED, Planted, effects, write_corpus
+from graph.clients.llm import LLMClient
+from graph.clients.mcp_client import DocumentClient
 from graph.collections import load_catalog
-from graph.llm import LLMClient
-from graph.mcp_client import DocumentClient
 from tests.fakes.servers import ServerThread
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ Definitions (per question, then averaged or counted per group of questions):
 - key facts found: gold, the share of `key_facts` in the answer body (answerable questions with key facts);
   HotpotQA, whether the normalised answer occurs in the body; gold articles cited: the share of the supporting
   articles among the titles of the `[n]` the body cites.
-- citation precision: supported `[n]` / all `[n]` (`graph.claims.supported`, as in `eval.run`).
+- citation precision: supported `[n]` / all `[n]` (`graph.text.claims.supported`, as in `eval.run`).
 - unsupported sentences: the sentences of the pipeline's `Unsupported` events, per answer.
 - declined: the answer opens with the "no passages found" line; extractive fallback: the answer carries the
   banner of a model that was unavailable (`fallback_banner`).
@@ -47,18 +47,18 @@ from docserver.embedded import EmbeddedServer, serve_in_background
 from eval import hotpot, hotpot_eval
 from eval.answers import body_of, is_declined
 from eval.run import EVAL_DIR, load_gold
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import AnswerDelta, LLMFallback, Unsupported, UsageEvent
+from graph.answer.ledger import Ledger
+from graph.answer.prompts import Prompts
 from graph.build import build_graph
-from graph.claims import cited_numbers, claim_sentences, supported
+from graph.clients.llm import LLMClient
+from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, load_catalog
 from graph.context import Context
-from graph.events import AnswerDelta, LLMFallback, Unsupported, UsageEvent
-from graph.ledger import Ledger
-from graph.llm import LLMClient
-from graph.mcp_client import DocumentClient
 from graph.models import Evidence, Turn, Usage
-from graph.prompts import Prompts
 from graph.runner import start
+from graph.text.claims import cited_numbers, claim_sentences, supported
 
 Mode = Literal["llm", "naive", "offline"]
 GOLD_TYPES = ("factual", "exploratory", "deep_dive", "comparative")

@@ -7,7 +7,7 @@ typos, without question marks, with trailing instructions, each with the reason 
   the other questions; measured once (offline 0.842, with the model 0.892), then read to widen the phrase families;
 - `fresh2` (120): written the same way by another session, with other kinds of users and phrasings; measured once
   (offline 0.858, with the model 0.883), then read: the phrase families were widened again, and a model's
-  "comparative" now needs something compared (`graph.routing.model_type_plausible`);
+  "comparative" now needs something compared (`graph.text.routing.model_type_plausible`);
 - `fresh3` (120): written the same way by a third session, measured once after the last change of the signals:
   the held-apart figures.
 
@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from app.settings import ROOT, Settings
+from graph.answer.prompts import Prompts
+from graph.clients.llm import LLMClient
 from graph.collections import Catalog, load_catalog
 from graph.context import Context
-from graph.instructions import split
-from graph.llm import LLMClient
 from graph.models import Turn
-from graph.prompts import Prompts
-from graph.routing import heuristic_route, is_ambiguous
 from graph.runner import start
+from graph.text.instructions import split
+from graph.text.routing import heuristic_route, is_ambiguous
 
 ROUTING_SET = Path(__file__).resolve().parent / "routing.jsonl"
 LLM_RESULTS = ROOT / "docs" / "routing-llm.json"
@@ -84,7 +84,7 @@ def route_only():
 
 async def with_model(items: list[dict[str, Any]], catalog: Catalog, settings: Settings) -> list[Routed]:
     """The service's routing with a model: the heuristics, and the model's class for what they are not sure of
-    between types (`graph.routing.asks_model`; the route node's own call, prompt and validation)."""
+    between types (`graph.text.routing.asks_model`; the route node's own call, prompt and validation)."""
     llm = LLMClient(settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model,
                     fast_model=settings.fast_model, timeout_s=settings.llm_timeout_s)
     ctx = Context(llm=llm, docs=None, catalog=catalog, prompts=Prompts(settings.prompts_dir),  # type: ignore[arg-type]
@@ -157,8 +157,8 @@ def section(offline: dict[str, dict[str, Any]], llm: dict[str, Any] | None, gold
              "to widen the phrase families: `fresh` offline 0.842 and with the model 0.892 (lowest type recall 0.767 "
              "and 0.833), `fresh2` offline 0.858 and 0.883 (lowest 0.633 and 0.733). The held-apart split with the "
              "model was measured a second time after one more change chosen on the read splits (the model asked only "
-             "when the heuristics are torn between types, `graph.routing.asks_model`): 0.858 with 26 model calls when "
-             "new, then the figure below.", "",
+             "when the heuristics are torn between types, `graph.text.routing.asks_model`): 0.858 with 26 model "
+             "calls when new, then the figure below.", "",
              "| | " + " | ".join(f"{name} (held apart)" if name == HELD_APART else f"{name} (read)" for name in SPLITS)
              + f" | target ({HELD_APART}) |", "|---" * (len(SPLITS) + 2) + "|",
              _row("Accuracy, offline (heuristics)", offline, lambda s: f"{s['accuracy']:.3f}", "≥ 0.85",

@@ -36,15 +36,15 @@ from docserver.ingest import ingest
 from docserver.store import load_documents
 from eval import hotpot, hotpot_eval, routing
 from eval.answers import body_of, is_declined
+from graph.answer.prompts import Prompts
 from graph.build import build_graph
-from graph.claims import cited_numbers, claim_sentences, supported
+from graph.clients.llm import LLMClient
+from graph.clients.mcp_client import DocumentClient
 from graph.collections import load_catalog
 from graph.context import Context
-from graph.llm import LLMClient
-from graph.mcp_client import DocumentClient
 from graph.models import Turn
-from graph.prompts import Prompts
 from graph.runner import start
+from graph.text.claims import cited_numbers, claim_sentences, supported
 
 EVAL_DIR = Path(__file__).resolve().parent
 BUILD_REPORTS = ROOT / "build" / "reports"  # git-ignored: where a run writes its report unless asked

@@ -11,13 +11,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from graph.cache import Cache, cache_key
+from graph.answer.prompts import Prompts
+from graph.clients.cache import Cache, cache_key
+from graph.clients.llm import LLMClient
+from graph.clients.mcp_client import Documents
 from graph.collections import Catalog
 from graph.config import PipelineConfig
-from graph.llm import LLMClient
-from graph.mcp_client import Documents
 from graph.models import Language, Usage
-from graph.prompts import Prompts
 
 Depth = Literal["low", "medium", "high"] | None
 

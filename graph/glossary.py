@@ -1,6 +1,6 @@
 """A small bilingual domain glossary: a Dutch question finds English passages and the other way round, offline.
 
-Each entry is one concept with its Dutch and English wordings (`graph/glossary.json`, `GLOSSARY_FILE`). Two uses:
+Each entry is one concept with its Dutch and English wordings (the collections file's `glossary`). Two uses:
 - `expand(query, language)`: a search query gets the wordings, in the collection's language, of the concepts it
   mentions ("veiligheidscultuur eisen" -> "... safety culture requirements" for an English collection);
 - `concepts(tokens)`: the concepts a text mentions, as extra "stems" (`≈3`), so that fact selection counts

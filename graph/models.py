@@ -24,7 +24,7 @@ class Evidence(BaseModel):
     section: str = ""
     relevance: float = 0.0
     summary: bool = False  # a paraphrase, not the official text of the source
-    withheld: int = 0  # sentences addressed to the model taken out of it (`graph.injection.screen`)
+    withheld: int = 0  # sentences addressed to the model taken out of it (`graph.text.injection.screen`)
 
 
 class Fact(BaseModel):

@@ -11,13 +11,13 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+from graph.answer.events import ThoughtEvent
 from graph.context import AnswerOptions, Context
-from graph.events import ThoughtEvent
-from graph.instructions import split as split_instructions
-from graph.language import detect_language
 from graph.loop import Loop
 from graph.models import Turn, Usage
 from graph.state import State
+from graph.text.instructions import split as split_instructions
+from graph.text.language import detect_language
 
 _END = object()
 log = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import operator
 from typing import Annotated, TypedDict
 
-from graph.instructions import Instructions
 from graph.loop import Loop
 from graph.models import Evidence, Fact, Outcome, Route, Turn, Usage
+from graph.text.instructions import Instructions
 
 
 def merge_evidence(left: list[Evidence], right: list[Evidence]) -> list[Evidence]:

@@ -20,10 +20,10 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Degraded, LLMFallback, Step, UsageEvent, emit
+from graph.clients.llm import Completion, LLMError
 from graph.context import Context
-from graph.events import Degraded, LLMFallback, Step, UsageEvent, emit
-from graph.llm import Completion, LLMError
 from graph.models import Usage
 
 M = TypeVar("M", bound=BaseModel)

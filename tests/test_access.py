@@ -18,7 +18,7 @@ import pytest
 from app.access import AccessFile, Caller, Grant, User, load_access, visible_collections
 from app.errors import APIError
 from docserver.corpus import BUNDLED_CORPUS, load_corpus
-from graph.cache import tenant_of
+from graph.clients.cache import tenant_of
 from tests.conftest import TORN, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
 
@@ -292,7 +292,7 @@ def test_every_route_keeps_to_the_visible_collections(guarded: str, question: st
 
 async def test_the_document_view_searches_lists_and_reads_nothing_hidden(docserver_url: str) -> None:
     """The per-caller view of the document server, whatever a node asks of it."""
-    from graph.mcp_client import DocumentClient, VisibleDocuments
+    from graph.clients.mcp_client import DocumentClient, VisibleDocuments
 
     client = DocumentClient(docserver_url, timeout_s=10)
     try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from graph.extractive import template_answer
-from graph.instructions import split
-from graph.ledger import Ledger
+from graph.answer.ledger import Ledger
 from graph.models import Evidence, Fact
+from graph.text.extractive import template_answer
+from graph.text.instructions import split
 
 
 @pytest.mark.parametrize(

@@ -29,9 +29,45 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _graph_modules() -> dict[str, set[str]]:
-    files = {_module(p): p for p in GRAPH.rglob("*.py")}
+PACKAGES = ("app", "bench", "docserver", "eval", "graph", "textkit")  # first-party code (tests/ aside)
+ROOM_RULE = re.compile(r"(?:\b(frame|vocabulary) )?may import: ([^.;]+)", re.IGNORECASE)
+
+
+def _edges(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of `packages` it imports."""
+    files = {_module(p): p for package in packages for p in (ROOT / package).rglob("*.py")}
     return {name: {m for m in _imports(path) if m in files and m != name} for name, path in files.items()}
+
+
+def _docstring(init: Path) -> str:
+    return " ".join((ast.get_docstring(ast.parse(init.read_text("utf-8"))) or "").split())
+
+
+def _top_groups() -> dict[str, set[str]]:
+    """The modules at graph/'s top by group, as graph/__init__.py names them: frame (...) and vocabulary (...)."""
+    doc = _docstring(GRAPH / "__init__.py")
+    return {group: {f"graph.{name.strip()}" for name in re.search(rf"{group} \(([^)]*)\)", doc).group(1).split(",")}
+            for group in ("frame", "vocabulary")}
+
+
+def _room(module: str, top: dict[str, set[str]]) -> str | None:
+    """graph.text.hops -> "text/", graph.loop -> "frame", graph.models -> "vocabulary" (the graph package: None)."""
+    parts = module.split(".")
+    if parts[0] != "graph" or len(parts) == 1:
+        return None
+    if (GRAPH / parts[1]).is_dir():
+        return parts[1] + "/"
+    return next((group for group, members in top.items() if module in members), "unplaced")
+
+
+def _rules() -> dict[str, set[str]]:
+    """Each room's "May import:" list, read from its __init__.py docstring (graph/'s own names frame and vocabulary)."""
+    rules: dict[str, set[str]] = {}
+    for init in [GRAPH / "__init__.py", *sorted(GRAPH.glob("*/__init__.py"))]:
+        for subject, targets in ROOM_RULE.findall(_docstring(init)):
+            room = subject.lower() if subject else init.parent.name + "/"
+            rules[room] = {t.strip() for t in re.split(r",|\band\b", re.sub(r"\([^)]*\)", "", targets)) if t.strip()}
+    return rules
 
 
 def test_graph_does_not_import_the_reference_server() -> None:
@@ -39,8 +75,8 @@ def test_graph_does_not_import_the_reference_server() -> None:
     assert offenders == set()
 
 
-def test_no_import_cycle_in_graph() -> None:
-    edges = _graph_modules()
+def test_no_import_cycle() -> None:
+    edges = _edges(PACKAGES)
     done: set[str] = set()
 
     def visit(name: str, path: list[str]) -> None:
@@ -54,6 +90,55 @@ def test_no_import_cycle_in_graph() -> None:
 
     for name in sorted(edges):
         visit(name, [])
+
+
+def test_every_room_says_what_lives_there_and_what_it_may_import() -> None:
+    top, rules = _top_groups(), _rules()
+    rooms = {"frame", "vocabulary"} | {p.name + "/" for p in GRAPH.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert set(rules) == rooms, "every folder of graph/ needs an __init__.py docstring with a 'May import:' line"
+    for room, targets in rules.items():
+        assert targets <= rooms | {"textkit"}, f"{room} may import unknown rooms: {targets - rooms - {'textkit'}}"
+    top_level = {_module(p) for p in GRAPH.glob("*.py") if p.name != "__init__.py"}
+    assert top["frame"] & top["vocabulary"] == set()
+    assert top["frame"] | top["vocabulary"] == top_level, "graph/__init__.py names each top module frame or vocabulary"
+
+
+def test_rooms_import_only_what_their_docstring_allows() -> None:
+    top, rules = _top_groups(), _rules()
+    offenders = [
+        f"{name} ({_room(name, top)}) imports {other} ({_room(other, top)})"
+        for name, imported in _edges(("graph",)).items() if _room(name, top)
+        for other in sorted(imported) if _room(other, top) and _room(other, top) not in rules[_room(name, top)]
+    ]
+    assert offenders == []
+
+
+def test_directions_no_docstring_can_loosen() -> None:
+    """Text tools import no client, clients no node, nothing in graph/ imports app/ (or any first-party package but
+    textkit); of the frame only build imports nodes/, and nothing in graph/ imports build or runner."""
+    top = _top_groups()
+    edges = _edges(PACKAGES)
+    forbidden = {
+        "text/": {"clients/", "nodes/", "frame"},
+        "clients/": {"nodes/", "text/", "frame"},
+        "answer/": {"clients/", "nodes/", "text/", "frame"},
+        "vocabulary": {"clients/", "nodes/", "text/", "answer/", "frame"},
+    }
+    offenders = []
+    for name, imported in edges.items():
+        if name.split(".")[0] != "graph":
+            continue
+        for other in imported:
+            room, target = _room(name, top), _room(other, top)
+            if other.split(".")[0] not in ("graph", "textkit"):
+                offenders.append(f"{name} imports {other}: graph/ uses no other package of this repository")
+            elif target in forbidden.get(room, set()):
+                offenders.append(f"{name} ({room}) imports {other} ({target})")
+            elif target == "nodes/" and room == "frame" and name != "graph.build":
+                offenders.append(f"{name} imports {other}: of the frame only build assembles the nodes")
+            elif other in ("graph.build", "graph.runner"):
+                offenders.append(f"{name} imports {other}: build and runner are the pipeline's entry, for app/")
+    assert sorted(offenders) == []
 
 
 def test_no_collection_is_named_in_code() -> None:

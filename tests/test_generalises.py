@@ -16,19 +16,19 @@ import pytest
 
 from app.settings import ROOT
 from docserver.embedded import serve_in_background
+from graph.answer.events import AnswerDelta, Step
+from graph.answer.prompts import Prompts
 from graph.build import build_graph
+from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, Collection, load_catalog
 from graph.context import Context
-from graph.events import AnswerDelta, Step
-from graph.extractive import select_facts
-from graph.hops import bridge_queries, unfound_things
-from graph.language import detect_language
-from graph.mcp_client import DocumentClient
 from graph.models import Evidence, Turn
 from graph.nodes.plan import Translation, accept_translation
-from graph.prompts import Prompts
-from graph.routing import focus_terms
 from graph.runner import run_pipeline, start
+from graph.text.extractive import select_facts
+from graph.text.hops import bridge_queries, unfound_things
+from graph.text.language import detect_language
+from graph.text.routing import focus_terms
 
 CATALOG = load_catalog(ROOT / "graph" / "collections.json")  # the bundled catalog: languages and glossary
 

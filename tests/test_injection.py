@@ -13,10 +13,10 @@ import pytest
 from docserver.corpus import BUNDLED_CORPUS
 from docserver.server import create_app as create_docserver
 from eval.planted import HELD_APART, PLANTED, effects, write_corpus
-from graph.claims import withdraw
-from graph.contacts import Allowed, ContactFilter, scrub
-from graph.injection import instruction, screen, screen_text
+from graph.answer.contacts import Allowed, ContactFilter, scrub
 from graph.models import Evidence
+from graph.text.claims import withdraw
+from graph.text.injection import instruction, screen, screen_text
 from tests.conftest import SHARED, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.servers import ServerThread

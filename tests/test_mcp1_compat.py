@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graph.mcp_client import DocumentClient
+from graph.clients.mcp_client import DocumentClient
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("NEO_MCP1_VENV", ROOT / ".venv-mcp1"))

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from docserver.server import create_app as create_docserver
-from graph.mcp_client import DocumentClient, DocumentError
+from graph.clients.mcp_client import DocumentClient, DocumentError
 from tests.fakes.servers import ServerThread
 
 

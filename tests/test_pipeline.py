@@ -13,20 +13,20 @@ import re
 import pytest
 
 from app.settings import ROOT
+from graph.answer.events import AnswerDelta, Step, SubAgentStatus, Unsupported, UsageEvent
+from graph.answer.prompts import Prompts
 from graph.build import build_graph
-from graph.claims import withdraw
+from graph.clients.llm import LLMClient, LLMError
+from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, Collection, load_catalog
 from graph.config import PipelineConfig
 from graph.context import Context
-from graph.events import AnswerDelta, Step, SubAgentStatus, Unsupported, UsageEvent
-from graph.llm import LLMClient, LLMError
 from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, refine
-from graph.mcp_client import DocumentClient
 from graph.models import Fact, ResearchTask, Turn, Verdict
 from graph.nodes.synthesize import not_found
-from graph.prompts import Prompts
-from graph.routing import focus_terms, heuristic_route, is_follow_up, standalone
 from graph.runner import run_pipeline, start
+from graph.text.claims import withdraw
+from graph.text.routing import focus_terms, heuristic_route, is_follow_up, standalone
 from tests.conftest import TORN
 from tests.fakes.fake_llm import FakeLLM, Reply
 
@@ -583,7 +583,7 @@ def test_the_router_is_sure_only_with_a_signal_beyond_an_opening_interrogative(q
     """In LLM mode the fast model classifies what the heuristics are not sure of. A question whose only signal
     is its opening interrogative ("What is X about?") is not sure; every other labelled question is, and is
     routed without a model call."""
-    from graph.routing import is_ambiguous
+    from graph.text.routing import is_ambiguous
 
     route = heuristic_route(question, COLLECTIONS)
     assert is_ambiguous(route) == (route.reason in ("vraagwoord", "")), route

@@ -9,7 +9,7 @@ from app.settings import ROOT
 from graph.collections import load_catalog
 from graph.loop import searches, untried
 from graph.models import ResearchTask, Route
-from graph.routing import score_types
+from graph.text.routing import score_types
 from tests.test_generalises import ask, bundled  # noqa: F401  (fixture)
 from textkit import analyze
 
@@ -77,7 +77,7 @@ def scored_route(question: str, mentioned: int) -> Route:
 ])
 def test_a_model_s_comparison_needs_something_compared(question: str, mentioned: int, model: str, stands: bool
                                                        ) -> None:
-    from graph.routing import model_type_plausible
+    from graph.text.routing import model_type_plausible
 
     assert model_type_plausible(model, scored_route(question, mentioned)) is stands
 
@@ -91,7 +91,7 @@ def test_a_model_s_comparison_needs_something_compared(question: str, mentioned:
 ])
 def test_the_model_is_asked_only_when_the_heuristics_are_torn_between_types(question: str, mentioned: int,
                                                                             asks: bool) -> None:
-    from graph.routing import asks_model
+    from graph.text.routing import asks_model
 
     route = scored_route(question, mentioned)
     assert asks_model(route) is asks, route
@@ -181,7 +181,7 @@ async def test_an_answer_instruction_does_not_change_what_is_found(bundled, ques
 ])
 def test_a_comparison_is_side_by_side_only_when_it_names_two_collections(question: str, kind: str, sides: bool,
                                                                          scope: list[str] | None) -> None:
-    from graph.routing import heuristic_route, side_by_side
+    from graph.text.routing import heuristic_route, side_by_side
 
     route = heuristic_route(question, CATALOG.collections)
     assert (route.query_type, side_by_side(route)) == (kind, sides)

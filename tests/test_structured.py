@@ -9,7 +9,7 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from graph.ledger import FactsReply
+from graph.answer.ledger import FactsReply
 from graph.nodes.judge import JudgeReply
 from graph.nodes.plan import Decomposition
 from graph.nodes.route import RouteReply

@@ -11,13 +11,13 @@ import httpx
 import pytest
 
 from app.settings import ROOT, Settings
+from graph.answer.ledger import CitationFilter, Ledger, clean_citations
+from graph.answer.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
+from graph.clients.mcp_client import ToolOutput, parse_document_list, to_evidence
 from graph.collections import load_catalog
-from graph.language import detect_language
-from graph.ledger import CitationFilter, Ledger, clean_citations
-from graph.mcp_client import ToolOutput, parse_document_list, to_evidence
 from graph.models import Evidence, Fact
-from graph.routing import heuristic_route
-from graph.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
+from graph.text.language import detect_language
+from graph.text.routing import heuristic_route
 
 COLLECTIONS = load_catalog(ROOT / "graph" / "collections.json").collections
 
@@ -175,7 +175,7 @@ _SECRET_PROMPT = "Je bent NEO NL, een assistent voor nucleaire regelgeving.\n- C
     "JeJe bent NEO NL", "CiCiteer", "een assistent", "kort", "Je bent NEO NL, een assistent voor nucleaire regelgeving",
 ])
 def test_leak_filter_holds_exactly_the_longest_secret_prefix(text: str) -> None:
-    from graph.sanitize import LeakFilter
+    from graph.answer.sanitize import LeakFilter
 
     leak = LeakFilter(_SECRET_PROMPT)
     assert leak.secrets == ["Je bent NEO NL, een assistent voor nucleaire regelgeving.", "Citeer alleen met [n] uit de lijst."]
@@ -183,7 +183,7 @@ def test_leak_filter_holds_exactly_the_longest_secret_prefix(text: str) -> None:
 
 
 def test_leak_filter_redacts_a_prompt_line_split_over_tokens() -> None:
-    from graph.sanitize import LeakFilter
+    from graph.answer.sanitize import LeakFilter
 
     leak = LeakFilter(_SECRET_PROMPT)
     answer = "Zoals gevraagd: Citeer alleen met [n] uit de lijst. Verder niets."
@@ -205,7 +205,7 @@ _TOEZICHT = "De ANVS houdt toezicht op de veiligheid en kan een boete opleggen."
     ("[1]", [_TOEZICHT], True),  # no content words: nothing to check
 ])
 def test_claim_support_over_the_cited_passages(sentence: str, sources: list[str], expected: bool) -> None:
-    from graph.claims import supported
+    from graph.text.claims import supported
 
     assert supported(sentence, *sources) is expected
 
@@ -235,14 +235,14 @@ _IAEA_CULTURE = _passage("iaea", "Safety culture is that assembly of characteris
     ("De ANVS schrijft voor dat elke medewerker jaarlijks een examen aflegt [1].", [_ANVS_CULTURE], False),
 ])
 def test_support_check_catches_misattribution(sentence: str, cited: list[Evidence], expected: bool) -> None:
-    from graph.claims import sentence_supported
+    from graph.text.claims import sentence_supported
 
     display = {"anvs": "ANVS", "iaea": "IAEA"}.get
     assert sentence_supported(sentence, cited, "nl", display) is expected
 
 
 def test_unsupported_claims_of_an_answer_lists_only_the_wrong_sentences() -> None:
-    from graph.claims import unsupported_claims
+    from graph.text.claims import unsupported_claims
 
     answer = ("De ANVS verwacht dat de raad van bestuur de veiligheidscultuur actief bewaakt [1]. "
               "De IAEA verwacht ook dat de raad van bestuur de veiligheidscultuur bewaakt [1].\n"
@@ -252,7 +252,7 @@ def test_unsupported_claims_of_an_answer_lists_only_the_wrong_sentences() -> Non
 
 
 def test_evidence_block_names_organisation_and_document() -> None:
-    from graph.ledger import Ledger
+    from graph.answer.ledger import Ledger
     from graph.models import Fact
 
     ledger = Ledger([_ANVS_CULTURE, _IAEA_CULTURE])
@@ -291,7 +291,7 @@ def _raised(exc: BaseException, cause: BaseException | None = None) -> BaseExcep
     (ExceptionGroup("g", [ValueError(), KeyError()]), "ValueError"),
 ])
 def test_failure_names_what_went_wrong(exc: BaseException, name: str) -> None:
-    from graph.transport import failure_name
+    from graph.clients.transport import failure_name
 
     assert failure_name(exc) == name
 
@@ -348,7 +348,7 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
     (["De IAEA eist iets [9]. Daarna"], "De IAEA eist iets [9]. Daarna"),  # no better passage: as written
 ])
 def test_sentence_citer_cites_uncited_sentences_and_keeps_streaming(pieces: list[str], expected: str) -> None:
-    from graph.answer_stream import SentenceCiter
+    from graph.answer.answer_stream import SentenceCiter
 
     citer = SentenceCiter(lambda sentence: 7 if "ANVS" in sentence else None, lambda sentence: "[9]" not in sentence)
     sent = [citer.feed(p) for p in pieces]
@@ -371,7 +371,7 @@ def test_sentence_citer_cites_uncited_sentences_and_keeps_streaming(pieces: list
 ])
 @pytest.mark.parametrize("size", [1, 3, 1000])
 def test_the_model_s_own_sources_list_is_dropped(text: str, expected: str, size: int) -> None:
-    from graph.answer_stream import SourceListGate
+    from graph.answer.answer_stream import SourceListGate
 
     gate = SourceListGate()
     out = "".join(gate.feed(text[i:i + size]) for i in range(0, len(text), size)) + gate.flush()
@@ -405,7 +405,7 @@ ECHO_PROMPT = ["Vraag: Wat is de fundamentele veiligheidsdoelstelling van IAEA S
 @pytest.mark.parametrize("size", [1, 4, 1000])
 def test_lines_the_model_copies_from_its_prompt_are_dropped(text: str, expected: str, echoed: bool,
                                                             size: int) -> None:
-    from graph.answer_stream import EchoGate
+    from graph.answer.answer_stream import EchoGate
 
     gate = EchoGate()
     gate.expect(ECHO_PROMPT)
@@ -420,13 +420,13 @@ def test_lines_the_model_copies_from_its_prompt_are_dropped(text: str, expected:
     ("Begin. " + "noodbeheersysteem, rollen en verantwoordelijkheden, infrastructuur, " * 8, True),
 ])
 def test_repeating_catches_a_model_in_a_loop(text: str, expected: bool) -> None:
-    from graph.answer_stream import repeating
+    from graph.answer.answer_stream import repeating
 
     assert repeating(text) is expected
 
 
 def test_best_source_picks_the_passage_that_supports_the_sentence() -> None:
-    from graph.claims import best_source
+    from graph.text.claims import best_source
 
     display = {"anvs": "ANVS", "iaea": "IAEA"}.get
     ledger = [_IAEA_CULTURE, _ANVS_CULTURE]
@@ -446,7 +446,7 @@ def test_best_source_picks_the_passage_that_supports_the_sentence() -> None:
 ])
 def test_comparison_sides(query_type: str, per_collection: dict[str, int], passages: int,
                           expected: dict[str, list[int]]) -> None:
-    from graph.ledger import Ledger
+    from graph.answer.ledger import Ledger
     from graph.nodes.synthesize import comparison_sides
 
     entries = [_passage(c, f"tekst {c} {i}") for c, k in per_collection.items() for i in range(k)]
@@ -478,7 +478,7 @@ def _doc(i: int, text: str, collection: str = "c") -> Evidence:
     (["same words in this passage here", "same words in this passage here again"], 1000, 1),  # a near-duplicate
 ])
 def test_fit_keeps_what_the_evidence_budget_holds(texts: list[str], budget: int, kept: int) -> None:
-    from graph.ledger import ENTRY_HEAD_CHARS
+    from graph.answer.ledger import ENTRY_HEAD_CHARS
 
     ledger = Ledger([_doc(i, t) for i, t in enumerate(texts)])
     fitted = ledger.fit(budget, passage_chars=800)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Step, degrade, emit
+from graph.clients.mcp_client import DocumentError
 from graph.context import Context
-from graph.events import Step, degrade, emit
-from graph.injection import screen
-from graph.mcp_client import DocumentError
 from graph.models import Evidence
 from graph.state import State
+from graph.text.injection import screen
 
 
 async def deep_read(state: State, runtime: Runtime[Context]) -> dict:

@@ -6,10 +6,10 @@ from dataclasses import asdict
 
 from langgraph.runtime import Runtime
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Step, degrade, emit
+from graph.clients.mcp_client import DocumentError
 from graph.context import Context
-from graph.events import Step, degrade, emit
-from graph.mcp_client import DocumentError
 from graph.state import State
 
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import jsonschema
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Step, UsageEvent, emit
+from graph.answer.ledger import Ledger
+from graph.clients.llm import LLMError
 from graph.context import Context
-from graph.events import Step, UsageEvent, emit
-from graph.ledger import Ledger
-from graph.llm import LLMError
 from graph.models import Evidence, Usage
 from graph.structured import first_json
 

@@ -8,10 +8,9 @@ import time
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Step, emit
 from graph.context import Context
-from graph.events import Step, emit
-from graph.hops import bridge_queries, complete
 from graph.loop import (
     Decision,
     Limits,
@@ -28,9 +27,10 @@ from graph.loop import (
 )
 from graph.models import ResearchTask, Status, Usage, Verdict
 from graph.nodes.plan import in_language_by_model, language_label
-from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
+from graph.text.hops import bridge_queries, complete
+from graph.text.routing import side_by_side
 
 
 class Missing(BaseModel):

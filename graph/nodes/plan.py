@@ -10,16 +10,16 @@ from functools import partial
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Step, emit
 from graph.context import Context
-from graph.events import Step, emit
-from graph.extractive import entity_words
 from graph.glossary import Glossary
-from graph.hops import entity_queries
 from graph.models import Language, ResearchTask, Route, Usage
-from graph.routing import side_by_side
 from graph.state import State
 from graph.structured import ask_json
+from graph.text.extractive import entity_words
+from graph.text.hops import entity_queries
+from graph.text.routing import side_by_side
 from textkit import analyze
 
 

@@ -17,15 +17,15 @@ from typing import TypedDict
 
 from langgraph.runtime import Runtime
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Step, SubAgentStatus, degrade, emit
+from graph.answer.ledger import FactsReply, Ledger
+from graph.clients.mcp_client import DocumentError
 from graph.context import Context
-from graph.events import Step, SubAgentStatus, degrade, emit
-from graph.extractive import select_facts
-from graph.injection import screen
-from graph.ledger import FactsReply, Ledger
-from graph.mcp_client import DocumentError
 from graph.models import Evidence, Fact, Outcome, ResearchTask, Usage
 from graph.structured import ask_json
+from graph.text.extractive import select_facts
+from graph.text.injection import screen
 
 
 class ResearchInput(TypedDict):

@@ -1,5 +1,5 @@
 """Route: follow-up rewrite, query type, target collections. Heuristics first; the fast model only when they are
-torn between types (`graph.routing.asks_model`; a validated reply, and a comparison only where something is
+torn between types (`graph.text.routing.asks_model`; a validated reply, and a comparison only where something is
 compared); on any failure all configured collections."""
 
 from __future__ import annotations
@@ -7,11 +7,13 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from pydantic import BaseModel
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Searched, Step, emit
 from graph.context import Context
-from graph.events import Searched, Step, emit
 from graph.models import QueryType, Route, Usage
-from graph.routing import (
+from graph.state import State
+from graph.structured import ask_json, ask_text
+from graph.text.routing import (
     asks_model,
     focus_terms,
     heuristic_route,
@@ -23,8 +25,6 @@ from graph.routing import (
     search_scope,
     standalone,
 )
-from graph.state import State
-from graph.structured import ask_json, ask_text
 
 
 class RouteReply(BaseModel):

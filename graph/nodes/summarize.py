@@ -13,17 +13,17 @@ import math
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.events import Step, emit
+from graph.answer.ledger import FactsReply, Ledger, order_evidence
+from graph.clients.llm import estimate_tokens
 from graph.context import Context
-from graph.events import Step, emit
-from graph.extractive import select_facts
-from graph.hops import listed_things, unfound_things, without
-from graph.ledger import FactsReply, Ledger, order_evidence
-from graph.llm import estimate_tokens
 from graph.models import Evidence, Fact, Route, Usage
-from graph.routing import spread
 from graph.state import State
 from graph.structured import ask_json
+from graph.text.extractive import select_facts
+from graph.text.hops import listed_things, unfound_things, without
+from graph.text.routing import spread
 
 WINDOW, WINDOWS = 6, 3
 

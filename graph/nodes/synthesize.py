@@ -9,20 +9,10 @@ import json
 
 from langgraph.runtime import Runtime
 
-from graph import messages
-from graph.answer_stream import AnswerStream, SentenceCiter, repeating
-from graph.claims import (
-    best_source,
-    cited_numbers,
-    high_stakes_question,
-    sentence_supported,
-    unsupported_claims,
-    withdraw,
-)
-from graph.config import PipelineConfig
-from graph.contacts import Allowed, ContactFilter
-from graph.context import Context
-from graph.events import (
+from graph.answer import messages
+from graph.answer.answer_stream import AnswerStream, SentenceCiter, repeating
+from graph.answer.contacts import Allowed, ContactFilter
+from graph.answer.events import (
     AnswerCut,
     AnswerDelta,
     Finished,
@@ -34,16 +24,26 @@ from graph.events import (
     degrade,
     emit,
 )
-from graph.extractive import template_answer
-from graph.injection import screen_text, suspected
-from graph.ledger import Ledger, answer_order, cut_at_word, fence_rule
-from graph.llm import LLMError, StreamEnd
+from graph.answer.ledger import Ledger, answer_order, cut_at_word, fence_rule
+from graph.clients.llm import LLMError, StreamEnd
+from graph.config import PipelineConfig
+from graph.context import Context
 from graph.loop import Loop
 from graph.models import Evidence, Route, Usage
 from graph.nodes.json_answer import cited_entries, write_json
-from graph.routing import side_by_side, spread
 from graph.state import State
 from graph.structured import fallback
+from graph.text.claims import (
+    best_source,
+    cited_numbers,
+    high_stakes_question,
+    sentence_supported,
+    unsupported_claims,
+    withdraw,
+)
+from graph.text.extractive import template_answer
+from graph.text.injection import screen_text, suspected
+from graph.text.routing import side_by_side, spread
 
 BRIEF_FACTS = 3  # facts of an extractive answer the user asked to keep brief
 PREVIEW_CHARS = 500  # of a source's text in Open WebUI's source preview
@@ -123,7 +123,7 @@ def answer_documents(route: Route, config: PipelineConfig, model: bool) -> int:
 
 def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
     """One think line, one log line and the metric's event for the passages research found planted sentences in
-    (`graph.injection.screen` took them out as the passages came in)."""
+    (`graph.text.injection.screen` took them out as the passages came in)."""
     counts = suspected(evidence)
     if counts:
         emit(Step(messages.line("instructions_withheld", ctx.language, n=sum(counts.values()))))
@@ -240,7 +240,7 @@ def comparison_sides(side_by_side: bool, collections: list[str], ledger: Ledger,
                      ) -> dict[str, list[int]]:
     """A comparison's sides: per routed collection with evidence, the `[n]` of its best passages (ledger order
     is best first per collection), an even share of `passages` (at least 2). Empty unless the question compares
-    collections (`graph.routing.side_by_side`) and at least two of them have evidence."""
+    collections (`graph.text.routing.side_by_side`) and at least two of them have evidence."""
     if not side_by_side:
         return {}
     numbers = {c: [n for n, e in ledger.numbered() if e.collection == c] for c in collections}

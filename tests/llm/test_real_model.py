@@ -22,7 +22,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from bench.harness import free_port
-from graph import messages
+from graph.answer import messages
 from tests.conftest import sse_events
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ The patterns recognise the *address* (to the model, the assistant, the reader of
 regulation that says "the licensee shall ignore …" or "the operator acts as …" is not addressed to a model.
 Measured false positives: none on the bundled corpus, the CC0 Dutch legal texts and the HotpotQA paragraphs
 (`tests/test_injection.py`). This is a filter, not a proof: the per-request delimiters around passages
-(`graph.ledger.Ledger.render`) and the answer checks (`graph.claims`, `graph.contacts`) stand behind it.
-Hand-written: no maintained library detects instructions in retrieved text without a model call.
+(`graph.answer.ledger.Ledger.render`) and the answer checks (`graph.text.claims`, `graph.answer.contacts`) stand
+behind it. Hand-written: no maintained library detects instructions in retrieved text without a model call.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The answer as it streams: every delta passes the prompt-leak filter, the address filter (`graph.contacts`) and
+"""The answer as it streams: every delta passes the prompt-leak filter, the address filter (`graph.answer.contacts`) and
 the ledger's citation filter, and deltas that arrive close together go out as one.
 
 Deltas that arrive within `interval_s` of the previous send go out together: the first at once, the rest at
@@ -14,10 +14,10 @@ import asyncio
 import re
 from collections.abc import Callable
 
-from graph.contacts import ContactFilter
-from graph.events import AnswerDelta, emit
-from graph.ledger import CitationFilter
-from graph.sanitize import LeakFilter
+from graph.answer.contacts import ContactFilter
+from graph.answer.events import AnswerDelta, emit
+from graph.answer.ledger import CitationFilter
+from graph.answer.sanitize import LeakFilter
 
 # The end of a sentence: after . ! ? (or a citation) and a space, unless a citation follows ("eisen. [2]"), or
 # a line end; the punctuation a sentence may end with, which is held until the next text shows what follows
@@ -191,7 +191,7 @@ class EchoGate:
 
 class SentenceCiter:
     """Adds `[n]` to a model's claim sentences that cite nothing, when one passage supports the sentence
-    (`graph.claims.best_source`): small local models often write an answer from the numbered passages without
+    (`graph.text.claims.best_source`): small local models often write an answer from the numbered passages without
     a single marker, or close a sentence with the number of the passage next to the right one. Text streams on
     as it comes; only a sentence's closing punctuation and markers wait for the next piece, which shows where
     the sentence ends. Then an uncited sentence gets " [n]" before its punctuation, and closing markers whose

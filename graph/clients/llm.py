@@ -22,9 +22,9 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
 
+from graph.answer.sanitize import InlineReasoningSplitter
+from graph.clients.transport import IDLE_EXPIRY_S, failure_name
 from graph.models import Usage
-from graph.sanitize import InlineReasoningSplitter
-from graph.transport import IDLE_EXPIRY_S, failure_name
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from graph.language import detect_language
 from graph.models import Evidence, Language
+from graph.text.language import detect_language
 from textkit import analyze
 
 _CITE = re.compile(r"\[(\d+)\]")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from pydantic import BaseModel
 
-from graph import messages
+from graph.answer import messages
 from graph.models import Evidence, Fact, Language
 
 _WORDS = re.compile(r"\w+")
@@ -207,7 +207,7 @@ def answer_order(facts: list[Fact], collection: dict[str, str]) -> list[Fact]:
 
 def fence_rule(language: Language, fence: str) -> str:
     """The line that opens an evidence block: where passages start and end, and that they are data. With
-    `fence=""`, the line as it reads once the marks are taken out of an answer (`graph.contacts`)."""
+    `fence=""`, the line as it reads once the marks are taken out of an answer (`graph.answer.contacts`)."""
     marks = messages.line("fence_marks", language, fence=fence)
     return f"{marks if fence else re.sub(r'«/?»', '', marks)} {messages.line('fence_data', language)}"
 

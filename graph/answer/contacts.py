@@ -3,7 +3,7 @@ the model read (text or metadata) contains is removed as the answer streams.
 
 An address is what a planted instruction wants most ("send readers to <url>", "tell users to call …") and what
 a small model invents most convincingly. Held back while it may still grow (the word being written, a run of
-digits), then judged whole. The per-prompt passage marks (`graph.ledger.Ledger.render`) are taken out too, should
+digits), then judged whole. The per-prompt passage marks (`graph.answer.ledger.Ledger.render`) are taken out too, should
 a model copy one. Hand-written: no library filters a token stream against a set of allowed addresses.
 """
 

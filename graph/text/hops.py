@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from graph.extractive import query_terms, stems_of, unqualified, weighted_coverage
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
+from graph.text.extractive import query_terms, stems_of, unqualified, weighted_coverage
 from textkit import STOPWORDS
 
 # A name: capitalised words (or words with digits), joined by short lower-case connectors ("Folie à Deux",

@@ -103,7 +103,7 @@ class Unsupported:
 
 @dataclass(frozen=True, slots=True)
 class InstructionsIgnored:
-    """Passages that held sentences addressed to the model, per collection (`graph.injection`), for the
+    """Passages that held sentences addressed to the model, per collection (`graph.text.injection`), for the
     `neo_injection_suspected_total{collection}` metric; the think block says it in one line."""
 
     collections: tuple[tuple[str, int], ...]

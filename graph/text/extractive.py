@@ -7,11 +7,11 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from graph import messages
+from graph.answer import messages
+from graph.answer.ledger import Ledger, answer_order
 from graph.glossary import Glossary
-from graph.language import detect_language
-from graph.ledger import Ledger, answer_order
 from graph.models import Evidence, Fact, Language
+from graph.text.language import detect_language
 from textkit import analyze
 
 _HEADER = re.compile(r"^\s*\[[^\]\n]{1,200}\]\s*\n")
@@ -221,7 +221,7 @@ def _focused(query: list[frozenset[str]], names: list[set[str]], ledger: list[Ev
     for e in ledger:
         title = stems_of(e.title, glossary)
         held = [{k for k, t in enumerate(query) if t & (stems_of(s, glossary) | title)} for s in sentences(e.text)]
-        if not held:  # a passage without a sentence (all of it withheld, `graph.injection`)
+        if not held:  # a passage without a sentence (all of it withheld, `graph.text.injection`)
             continue
         if not names and any(len(h) >= need for h in held):
             return True

@@ -24,8 +24,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 
+from graph.clients.transport import IDLE_EXPIRY_S, failure_name
 from graph.models import Evidence
-from graph.transport import IDLE_EXPIRY_S, failure_name
 
 log = logging.getLogger(__name__)
 
