@@ -1,15 +1,16 @@
 """python -m docserver: serve the document corpus over MCP streamable HTTP at /mcp.
 
     python -m docserver [--host H] [--port P] [--index FILE] ...   serve (bundled corpus + ingested documents)
-    python -m docserver ingest PATH [PATH...] --collection NAME [--index FILE] [--quiet]
+    python -m docserver ingest PATH [PATH...] --collection NAME [--index FILE] [--quiet] [--max-pages N] ...
 """
 
 import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-from .corpus import BUNDLED_CORPUS
+from .corpus import BUNDLED_CORPUS, Document
 from .store import INDEX_ENV, resolve_index_path
 
 INDEX_HELP = (
@@ -47,32 +48,60 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
+    from .formats import Limits
+
+    defaults = Limits()
     parser = argparse.ArgumentParser(
         prog="python -m docserver ingest",
-        description="Add Markdown (.md, including wetten.overheid.nl law texts) and plain-text (.txt) files "
-        "to the persisted index; directories are searched recursively. Re-ingesting a file replaces it.",
+        description="Add files to the persisted index: PDF, DOCX, ODT, HTML, BWB law XML and official-publication "
+        "XML (wetten.overheid.nl, officielebekendmakingen.nl), Markdown (including wetten.overheid.nl-style law "
+        "texts) and plain text, recognised by their content. Directories are searched recursively. Re-ingesting "
+        "a file replaces it. A file that cannot be read is reported with the reason; the others are stored.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     parser.add_argument("--collection", required=True, help="collection to add the documents to, e.g. wetten_overheid")
     parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (refusals still)")
+    limits = parser.add_argument_group("limits for untrusted files (a file beyond one is refused)")
+    limits.add_argument("--max-mb", type=float, default=defaults.max_bytes / 2**20, help="file size (%(default)g)")
+    limits.add_argument("--max-pages", type=int, default=defaults.max_pages, help="PDF pages (%(default)s)")
+    limits.add_argument("--max-seconds", type=float, default=defaults.max_seconds,
+                        help="time to read one file (%(default)g)")
+    limits.add_argument("--max-unzipped-mb", type=float, default=defaults.max_unzipped_bytes / 2**20,
+                        help="DOCX/ODT members decompressed together (%(default)g)")
     return parser.parse_args(argv)
 
 
 def ingest_main(argv: Sequence[str]) -> int:
-    from .ingest import ingest
+    from .formats import Limits
+    from .ingest import ingest_files
 
     args = parse_ingest_args(argv)
+    limits = Limits(max_bytes=int(args.max_mb * 2**20), max_pages=args.max_pages, max_seconds=args.max_seconds,
+                    max_unzipped_bytes=int(args.max_unzipped_mb * 2**20))
+
+    def tell(path: Path, document: Document | None, reason: str | None) -> None:  # a line per file as it is done
+        if reason is not None:
+            print(f"refused: {path}: {reason}", file=sys.stderr)
+        elif not args.quiet:
+            print(f"  {document.doc_id}: {document.title} ({len(document.chunks)} chunks) <- {path}")
+
     try:
-        documents = ingest(args.paths, args.collection, index_path=args.index, progress=not args.quiet)
+        report = ingest_files(args.paths, args.collection, index_path=args.index, progress=not args.quiet,
+                              limits=limits, on_file=tell)
     except (OSError, ValueError) as exc:
         print(f"ingest failed: {exc}", file=sys.stderr)
         return 1
+    documents, failures = report.documents, report.failures
     if not args.quiet:
         chunks = sum(len(d.chunks) for d in documents)
         print(f"{len(documents)} documents, {chunks} chunks -> collection {args.collection!r} in {args.index}")
-        for doc in documents:
-            print(f"  {doc.doc_id}: {doc.title} ({len(doc.chunks)} chunks)")
+    if failures:
+        print(f"{len(failures)} file(s) refused, see above", file=sys.stderr)
+        return 1
+    if not documents:
+        print("ingest failed: no files to ingest were found", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,6 +1,10 @@
-"""Ingesting Markdown and plain-text files into the persisted index (``python -m docserver ingest``).
+"""Ingesting files into the persisted index (``python -m docserver ingest``).
 
-Three kinds of files:
+The format is chosen by content (``docserver.formats``): PDF, DOCX, ODT, HTML, BWB law XML and official-publication
+XML are read by one reader each into units that carry their page, heading path or article, grouped here into
+chunks whose section names that place ("2.3 Scope, p. 6"); a BWB law goes through the same article chunking as a
+Markdown law text. A file that cannot be read is refused with its reason, and the others of the run are stored.
+Markdown and plain text are read here:
 
 * Dutch law texts as Markdown in the wetten.overheid.nl style (front matter
   with ``title``, ``identifier`` = BWB id, ``bron``, dates; ``### Hoofdstuk``
@@ -14,20 +18,26 @@ Three kinds of files:
 
 import re
 import sys
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from textkit import normalize
 
+from . import formats
 from .corpus import Chunk, Document, parse_document, split_front_matter
+from .formats import Extracted, Limits, Refused, Unit
 from .store import DocumentStore
 
 __all__ = [
     "ARTICLE_CHARS",
     "TEXT_CHARS",
+    "Failure",
+    "Report",
     "discover",
+    "extracted_document",
     "ingest",
+    "ingest_files",
     "is_law_text",
     "parse_file",
     "parse_law",
@@ -37,8 +47,6 @@ __all__ = [
 
 ARTICLE_CHARS = 2500  # longer articles are split into parts
 TEXT_CHARS = 1500  # plain-text chunk size
-MARKDOWN_SUFFIXES = (".md", ".markdown")
-TEXT_SUFFIXES = (".txt", ".text")
 COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 _HEADING = re.compile(r"^(#{1,6})\s*(\S.*?)\s*$")
@@ -50,6 +58,7 @@ _CHAPTER = re.compile(r"^(hoofdstuk|chapter)\b", re.IGNORECASE)
 _ANNEX = re.compile(r"^(bijlage|annex)\b", re.IGNORECASE)
 _LINK = re.compile(r"\[([^\]]*)\]\([^)\s]*\)")
 _BWB = re.compile(r"\bBWB[RV]\d{7}\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=\S)")
 _LID = re.compile(r"^\d+[a-z]?\.\s")  # "1. ", "2a. ": a numbered paragraph ("lid") of an article
 _DUTCH_WORDS = frozenset("de het een van en dat op te zijn voor met niet worden wordt bij deze als".split())
 _ENGLISH_WORDS = frozenset("the of and to that for be with by are shall this as any or which".split())
@@ -130,8 +139,6 @@ class _Block:
 def parse_law(source: str, *, collection: str, default_id: str) -> Document:
     """A wetten.overheid.nl-style Markdown law text, one chunk per article (long ones in parts)."""
     meta, body = split_front_matter(source)
-    bwb_match = _BWB.search(" ".join((meta.get("identifier", ""), meta.get("bron", ""), meta.get("url", ""))))
-    bwb = bwb_match.group(0).upper() if bwb_match else None
     h1: str | None = None
     blocks: list[_Block] = [_Block(None, None, None, [])]
     chapter: tuple[int, str] | None = None  # (heading level, text)
@@ -150,11 +157,30 @@ def parse_law(source: str, *, collection: str, default_id: str) -> Document:
             chapter = None
         article = _ARTICLE.match(text)
         blocks.append(_Block(text, article, chapter[1] if chapter and article else None, []))
+    return law_document(meta, h1, blocks, collection=collection, default_id=default_id,
+                        language=meta.get("language") or detect_language(body))
 
+
+def law_blocks(units: Iterable[Unit]) -> list[_Block]:
+    """A law read from its source format (`docserver/formats/bwb.py`) as the blocks a Markdown law text gives:
+    an article's unit has `headings` (chapter, article heading) or (article heading,)."""
+    blocks = []
+    for unit in units:
+        heading = unit.headings[-1] if unit.headings else None
+        article = _ARTICLE.match(heading) if heading and unit.article else None
+        chapter = unit.headings[0] if article and len(unit.headings) > 1 else None
+        blocks.append(_Block(heading, article, chapter, unit.text.splitlines()))
+    return blocks
+
+
+def law_document(meta: Mapping[str, str], h1: str | None, blocks: list[_Block], *, collection: str,
+                 default_id: str, language: str) -> Document:
+    """The chunks of a law, one per article (long ones in parts), whatever format it was read from."""
+    bwb_match = _BWB.search(" ".join((meta.get("identifier", ""), meta.get("bron", ""), meta.get("url", ""))))
+    bwb = bwb_match.group(0).upper() if bwb_match else None
     doc_id = bwb.lower() if bwb else default_id
     title = meta.get("citeertitel") or meta.get("title") or h1 or default_id
     url = meta.get("bron") or meta.get("url") or (f"https://wetten.overheid.nl/{bwb}" if bwb else None)
-    language = meta.get("language") or detect_language(body)
     chunks: list[Chunk] = []
     for block in blocks:
         text = _clean("\n".join(block.lines))
@@ -185,7 +211,7 @@ def parse_law(source: str, *, collection: str, default_id: str) -> Document:
         url=url,
         kind="official",
         language=language,
-        metadata=meta,
+        metadata=dict(meta),
     )
 
 
@@ -205,22 +231,109 @@ def parse_text(source: str, *, collection: str, title: str, doc_id: str) -> Docu
     return Document(doc_id=doc_id, collection=collection, title=title, chunks=chunks, language=language)
 
 
-def parse_file(path: Path, collection: str) -> Document:
-    """One file as a ``Document``: law text, corpus-style Markdown or plain text, by suffix and content."""
-    source = path.read_text(encoding="utf-8-sig")
+def _sentences_within(text: str, limit: int) -> list[str]:
+    """``split_paragraphs``, and a line longer than ``limit`` (a PDF paragraph is one line) cut between sentences."""
+    out: list[str] = []
+    for part in split_paragraphs(text, limit):
+        if len(part) <= limit:
+            out.append(part)
+            continue
+        current = ""
+        for sentence in _SENTENCE_END.split(part):
+            if current and len(current) + 1 + len(sentence) > limit:
+                out.append(current)
+                current = sentence
+            else:
+                current = f"{current} {sentence}" if current else sentence
+        out.append(current)
+    return out
+
+
+def _pages(units: Sequence[Unit]) -> str | None:
+    pages = sorted({u.page for u in units if u.page is not None})
+    if not pages:
+        return None
+    return f"p. {pages[0]}" if len(pages) == 1 else f"pp. {pages[0]}-{pages[-1]}"
+
+
+def unit_chunks(units: Iterable[Unit], *, doc_id: str, collection: str, title: str, url: str | None,
+                language: str) -> tuple[Chunk, ...]:
+    """Units grouped into chunks of at most ``TEXT_CHARS``: a new heading path starts a new chunk, and a chunk's
+    section names its heading and its page(s) ("2.3 Scope, p. 6"; "pp. 6-7" when it runs over a page break)."""
+    groups: list[list[Unit]] = []
+    for unit in units:
+        for piece in _sentences_within(unit.text.strip(), TEXT_CHARS) if unit.text.strip() else []:
+            last = groups[-1] if groups else None
+            if last and last[-1].headings == unit.headings and \
+                    sum(len(u.text) + 2 for u in last) + len(piece) <= TEXT_CHARS:
+                last.append(replace(unit, text=piece))
+            else:
+                groups.append([replace(unit, text=piece)])
+    part_word = "deel" if language == "nl" else "part"
+    chunks = []
+    for i, group in enumerate(groups):
+        place = [p for p in (group[0].headings[-1] if group[0].headings else None, _pages(group)) if p]
+        section = ", ".join(place) or (f"{part_word} {i + 1}" if len(groups) > 1 else title)
+        page = group[0].page
+        chunk_url = f"{url.split('#')[0]}#page={page}" if url and page else url
+        chunks.append(Chunk(doc_id, collection, i, title, section, "\n\n".join(u.text for u in group), chunk_url))
+    return tuple(chunks)
+
+
+def extracted_document(extracted: Extracted, *, collection: str, default_id: str, default_title: str) -> Document:
+    """A file read by a format reader (`docserver.formats`) as a chunked ``Document``."""
+    meta = {k: v for k, v in extracted.metadata.items() if v}
+    if extracted.format == "bwb":
+        language = extracted.language or "nl"
+        h1 = extracted.title
+        return law_document(meta, h1, law_blocks(extracted.units), collection=collection, default_id=default_id,
+                            language=language)
+    title = extracted.title or default_title
+    language = extracted.language or detect_language("\n".join(u.text for u in extracted.units))
+    language = language if language in ("nl", "en") else detect_language("\n".join(u.text for u in extracted.units))
+    url = meta.get("url") or meta.get("bron") or None
+    dates = [meta.get(k, "") for k in ("date", "created", "creationdate", "creation_date", "modified")]
+    return Document(
+        doc_id=default_id,
+        collection=collection,
+        title=title,
+        chunks=unit_chunks(extracted.units, doc_id=default_id, collection=collection, title=title, url=url,
+                           language=language),
+        year=next((int(d[:4]) for d in dates if d[:4].isdigit()), None),
+        url=url,
+        kind="official" if extracted.format == "op" else None,
+        language=language,
+        metadata={"format": extracted.format, **({"pages": str(extracted.pages)} if extracted.pages else {}), **meta},
+    )
+
+
+def parse_file(path: Path, collection: str, limits: Limits | None = None) -> Document:
+    """One file as a ``Document``, read by the reader its content calls for (``docserver.formats``): PDF, DOCX,
+    ODT, HTML, BWB law XML, official-publication XML; Markdown (law texts, corpus-style) and plain text here.
+    Raises ``Refused`` with the reason when the file is not indexed."""
+    kind, data = formats.load(path, limits or Limits())
     default_id = slug(path.stem)
-    if path.suffix.lower() not in MARKDOWN_SUFFIXES:
-        return parse_text(source, collection=collection, title=path.stem, doc_id=default_id)
-    meta, body = split_front_matter(source)
-    if is_law_text(meta, body):
-        return parse_law(source, collection=collection, default_id=default_id)
-    doc = parse_document(source, collection=collection, default_id=default_id)
-    return doc if doc.language else replace(doc, language=detect_language(body))
+    if kind in ("markdown", "text"):
+        try:
+            source = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise Refused(f"not UTF-8 text (byte {exc.start})") from exc
+        if kind == "text":
+            return parse_text(source, collection=collection, title=path.stem, doc_id=default_id)
+        meta, body = split_front_matter(source)
+        if is_law_text(meta, body):
+            return parse_law(source, collection=collection, default_id=default_id)
+        doc = parse_document(source, collection=collection, default_id=default_id)
+        return doc if doc.language else replace(doc, language=detect_language(body))
+    extracted = formats.extract(kind, data, limits or Limits())
+    # the suffix is part of the id: the same paper as PDF and as HTML are two documents, each with a stable id
+    return extracted_document(extracted, collection=collection, default_id=slug(path.name), default_title=path.stem)
 
 
 def discover(paths: Iterable[Path | str]) -> list[Path]:
-    """The files to ingest: named files as given, directories walked recursively for Markdown
-    and text files (skipping hidden entries and README files, which describe a folder)."""
+    """The files to ingest: named files as given (whatever their suffix: the content decides), directories walked
+    recursively for the suffixes a reader takes (skipping hidden entries and README files, which describe a
+    folder)."""
     found: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
@@ -231,7 +344,7 @@ def discover(paths: Iterable[Path | str]) -> list[Path]:
                 relative = file.relative_to(path).parts
                 if (
                     file.is_file()
-                    and file.suffix.lower() in MARKDOWN_SUFFIXES + TEXT_SUFFIXES
+                    and file.suffix.lower() in formats.SUFFIXES
                     and not any(part.startswith(".") for part in relative)
                     and not file.name.lower().startswith("readme")
                 ):
@@ -241,17 +354,33 @@ def discover(paths: Iterable[Path | str]) -> list[Path]:
     return list(found)
 
 
-def ingest(
+@dataclass(frozen=True, slots=True)
+class Failure:
+    path: Path
+    reason: str
+
+
+@dataclass
+class Report:
+    """What an ingest run did: the documents it stored and the files it refused, each with the reason."""
+
+    documents: list[Document] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+
+def ingest_files(
     paths: Sequence[Path | str],
     collection: str,
     *,
     index_path: Path | str | None = None,
     progress: bool = False,
-) -> list[Document]:
-    """Parse ``paths`` into ``collection`` and store them in the index (all or nothing).
+    limits: Limits | None = None,
+    on_file: Callable[[Path, Document | None, str | None], None] | None = None,
+) -> Report:
+    """Parse ``paths`` into ``collection`` and store every file that could be read; the others are reported.
 
-    Re-ingesting a file replaces its document (same collection and doc_id).
-    ``progress`` shows a tqdm bar on stderr (only when stderr is a terminal).
+    Re-ingesting a file replaces its document (same collection and doc_id). ``progress`` shows a tqdm bar on
+    stderr (only when stderr is a terminal); ``on_file(path, document, reason)`` hears of each file as it is done.
     """
     if not COLLECTION_NAME.match(collection):
         raise ValueError(f"invalid collection name {collection!r}")
@@ -262,16 +391,41 @@ def ingest(
 
         files = tqdm(files, desc=f"ingest {collection}", unit="file", file=sys.stderr, disable=not sys.stderr.isatty())
     parsed: dict[str, tuple[Document, str]] = {}
+    report = Report()
     for file in files:
+        reason = None
         try:
-            doc = parse_file(file, collection)
-        except (OSError, ValueError) as exc:  # includes UnicodeDecodeError
-            raise ValueError(f"{file}: {exc}") from exc
-        if not doc.chunks:
-            raise ValueError(f"{file}: no text to index")
-        if doc.doc_id in parsed:
-            raise ValueError(f"{file}: doc_id {doc.doc_id!r} also comes from {parsed[doc.doc_id][1]}")
-        parsed[doc.doc_id] = (doc, str(file.resolve()))
-    with DocumentStore(index_path) as store:
-        store.save(parsed.values())
-    return [doc for doc, _ in parsed.values()]
+            doc = parse_file(file, collection, limits)
+            if not doc.chunks:
+                raise Refused("no text to index")
+            if doc.doc_id in parsed:
+                raise Refused(f"doc_id {doc.doc_id!r} also comes from {parsed[doc.doc_id][1]}")
+        except (OSError, ValueError) as exc:  # Refused is a ValueError; OSError: unreadable file
+            reason = str(exc) or type(exc).__name__
+            report.failures.append(Failure(file, reason))
+            doc = None
+        else:
+            parsed[doc.doc_id] = (doc, str(file.resolve()))
+        if on_file is not None:
+            on_file(file, doc, reason)
+    if parsed:
+        with DocumentStore(index_path) as store:
+            store.save(parsed.values())
+    report.documents = [doc for doc, _ in parsed.values()]
+    return report
+
+
+def ingest(
+    paths: Sequence[Path | str],
+    collection: str,
+    *,
+    index_path: Path | str | None = None,
+    progress: bool = False,
+    limits: Limits | None = None,
+) -> list[Document]:
+    """``ingest_files`` for callers that expect every file to be read: the documents stored, or ``ValueError``
+    naming each refused file and its reason (the files that could be read are stored all the same)."""
+    report = ingest_files(paths, collection, index_path=index_path, progress=progress, limits=limits)
+    if report.failures:
+        raise ValueError("; ".join(f"{f.path}: {f.reason}" for f in report.failures))
+    return report.documents

@@ -1,0 +1,101 @@
+"""One reader per file format, chosen by content (magic bytes, ZIP members, XML root element), not only by suffix.
+
+`load(path, limits)` names a file's format (or refuses it), `extract(kind, data, limits)` returns it as an `Extracted`
+(title, metadata, text units that carry their page, heading path or article) or raises `Refused` with a reason its
+owner understands. Every reader module has one function, `read(data: bytes, limits: Limits, deadline: Deadline)
+-> Extracted`; Markdown and plain text keep their own parsers in docserver/ingest.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+from .base import Deadline, Extracted, Limits, Refused, Unit
+
+__all__ = ["READERS", "SUFFIXES", "Deadline", "Extracted", "Limits", "Refused", "Unit", "extract", "load", "sniff"]
+
+# format -> the module under docserver.formats that reads it; "markdown" and "text" are read by docserver/ingest.py
+READERS = {"pdf": "pdf", "docx": "docx", "odt": "odt", "html": "html", "bwb": "bwb", "op": "op"}
+# what a folder walk picks up (a named file is always tried, whatever its suffix)
+SUFFIXES = (".pdf", ".docx", ".odt", ".html", ".htm", ".xhtml", ".xml", ".md", ".markdown", ".txt", ".text")
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+
+_XML_ROOT = re.compile(rb"<([A-Za-z_][\w.:-]*)[\s/>]")
+_XML_SKIP = re.compile(rb"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>)", re.DOTALL | re.IGNORECASE)
+_ODT_MIME = b"application/vnd.oasis.opendocument.text"
+
+
+def _root_element(data: bytes) -> str | None:
+    """The local name of an XML document's root element, lower-cased (None when it is not markup)."""
+    head = data[:65536].lstrip(b"\xef\xbb\xbf")
+    position = 0
+    while match := _XML_SKIP.match(head, position):
+        if match.end() == position:
+            break
+        position = match.end()
+    rest = head[position:].lstrip()
+    root = _XML_ROOT.match(rest)
+    return root.group(1).decode("ascii", "replace").split(":")[-1].lower() if root else None
+
+
+def sniff(data: bytes, suffix: str = "") -> str | None:
+    """The format of a file's bytes, or None when no reader takes it."""
+    if b"%PDF-" in data[:1024]:
+        return "pdf"
+    if data[:4] == b"PK\x03\x04":
+        try:
+            with zipfile.ZipFile(BytesIO(data)) as archive:
+                names = set(archive.namelist())
+                if "word/document.xml" in names:
+                    return "docx"
+                if "content.xml" in names and "mimetype" in names and archive.read("mimetype").strip() == _ODT_MIME:
+                    return "odt"
+        except (zipfile.BadZipFile, KeyError, OSError):
+            return None
+        return None
+    head = data[:4096].lstrip(b"\xef\xbb\xbf").lstrip()
+    if head[:1] == b"<":
+        root = _root_element(data)
+        if root == "toestand":
+            return "bwb"
+        if root == "officiele-publicatie":
+            return "op"
+        if root == "html" or head[:15].lower().startswith(b"<!doctype html"):
+            return "html"
+        return None
+    if b"\x00" in data[:8192]:
+        return None
+    try:
+        data[:65536].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < 65536 - 4:  # not a character cut at the window's end
+            return None
+    return "markdown" if suffix.lower() in MARKDOWN_SUFFIXES else "text"
+
+
+def load(path: Path | str, limits: Limits) -> tuple[str, bytes]:
+    """A file's format and bytes; `Refused` when it is too large, empty or of no format a reader takes."""
+    path = Path(path)
+    size = path.stat().st_size
+    if size > limits.max_bytes:
+        raise Refused(f"the file is {size / 1e6:.0f} MB, more than the limit of {limits.max_bytes / 1e6:.0f} MB")
+    data = path.read_bytes()
+    if not data.strip():
+        raise Refused("the file is empty: no text to index")
+    kind = sniff(data, path.suffix)
+    if kind is None:
+        raise Refused("unknown format: not PDF, DOCX, ODT, HTML, BWB or official-publication XML, Markdown or text")
+    return kind, data
+
+
+def extract(kind: str, data: bytes, limits: Limits) -> Extracted:
+    """The bytes of a file of format `kind` (one of READERS) as read by its reader."""
+    module = importlib.import_module(f"{__name__}.{READERS[kind]}")
+    extracted: Extracted = module.read(data, limits, Deadline(limits.max_seconds))
+    if not any(unit.text.strip() for unit in extracted.units):
+        raise Refused("no text in the document")
+    return extracted

@@ -1,0 +1,71 @@
+"""What every format reader returns, the reason a file is refused, and the limits that guard against hostile files.
+
+A reader turns the bytes of one file into an `Extracted`: the document's title and metadata and its text as
+`Unit`s that carry where they stand (the page of a PDF, the heading path of a DOCX, ODT or HTML document, the
+article of a law). Chunking, ids and the index are the ingest's business (`docserver/ingest.py`), not a reader's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Deadline", "Extracted", "Limits", "Refused", "Unit"]
+
+
+class Refused(ValueError):
+    """A file that is not indexed, with the reason in words its owner understands ("scanned PDF without a text
+    layer", "encrypted PDF", "ZIP members decompress to more than 200 MB")."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One piece of a document's text (a paragraph, a table row group, a law article) and where it stands.
+
+    `headings` is the path of headings above it, outermost first ("Hoofdstuk 2", "2.3 Scope"); for a law article
+    it is (chapter heading, article heading) or just (article heading,), and `article` is the article's number
+    ("15a"). `page` is the 1-based page of a PDF it stands on (a unit never spans two pages: readers cut there).
+    """
+
+    text: str
+    page: int | None = None
+    headings: tuple[str, ...] = ()
+    article: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """One file as read: `format` ("pdf", "docx", "odt", "html", "bwb", "op", "markdown", "text"), the title from
+    the document itself (metadata or first heading; None when it has none, the ingest then uses the file name),
+    `metadata` as strings (author, date, identifier, source URL, ...), `pages` for paged formats."""
+
+    format: str
+    title: str | None
+    units: tuple[Unit, ...]
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    language: str | None = None
+    pages: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How much an untrusted file may cost before it is refused (settable per ingest run)."""
+
+    max_bytes: int = 200 * 1024 * 1024  # the file itself
+    max_pages: int = 2000  # a PDF's pages
+    max_seconds: float = 120.0  # wall time to read one file
+    max_unzipped_bytes: int = 300 * 1024 * 1024  # the members of a ZIP-based file (DOCX, ODT) together
+    max_zip_ratio: float = 200.0  # a member that decompresses to more than this multiple of its stored size
+
+
+class Deadline:
+    """The time a reader may spend on one file; `check()` raises `Refused` once it is spent."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+
+    def check(self, where: str = "") -> None:
+        if time.monotonic() > self._end:
+            raise Refused(f"took longer than {self.seconds:g} s to read" + (f" ({where})" if where else ""))

@@ -1,0 +1,544 @@
+"""PDF reader: the text layer of a PDF as paragraphs in reading order, each with its page, via PDFium (pypdfium2).
+
+PDFium (a C engine shipped in the pypdfium2 wheel) parses the file and gives every character with its box and
+baseline; the layout is rebuilt here because a content stream's order is not the reading order (the Federal
+Register draws its footnotes before its body text) and because PDFium's own line breaks merge columns:
+
+1. characters -> fragments: runs on one baseline without a wide gap (a table cell, a column's line);
+2. running headers and footers go: the top and bottom rows of the pages, digits normalised, that repeat on at
+   least half of the pages ("Pagina # van #");
+3. fragments -> blocks in reading order by a recursive XY cut: a vertical gap that runs through a region splits
+   it into columns (left first) unless the two sides are rows of one table (their baselines line up and one side
+   is not prose), otherwise the widest horizontal gaps split it into bands (top first);
+4. blocks -> lines (cells of one row joined with " | ") -> paragraphs (vertical gaps, indentation, bullets, sentence
+   ends, a change of font size or weight), hyphenated words joined; a paragraph never runs over a page break.
+
+Headings (a short paragraph in a larger or bold font) are a `Unit` of their own and also the last entry of the
+`headings` path of the units after them, so the ingest starts a new chunk there. Files without a text layer,
+encrypted, damaged, too long or too slow to read are refused; `page_needs_ocr` is where an OCR pass hooks in.
+PDFium is not thread-safe, so one lock serialises every read in this process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from .base import Deadline, Extracted, Limits, Refused, Unit
+
+__all__ = ["page_needs_ocr", "read"]
+
+_LOCK = threading.Lock()
+
+_MIN_TEXT_CHARS = 20  # fewer printable characters than this on a page: no usable text layer there
+_CELL_GAP = 1.2  # a horizontal gap wider than this many font heights separates two cells or columns
+_EDGE_ROWS = 3  # how many rows at the top and at the bottom of a page may be running headers or footers
+_MAX_CUT_DEPTH = 60  # recursion guard of the XY cut
+
+_BULLET = re.compile(r"^(?:[-–•▪●◦*·]|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([ivx]{1,4}\)|[ivx]{1,4}\.)\s")
+_MARKER = re.compile(r"[-–•▪●◦*·]|\(?(?:\d{1,2}|[A-Za-z]|[ivxIVX]{1,4})[.)]|\d{1,3}")  # a list item's mark or a footnote's
+_SENTENCE_END = re.compile(r"[.!?:;]['’”\")]?$")
+_HYPHENATED = re.compile(r"(\w+)[-\u00ad]$")
+_KEEP_HYPHEN_BEFORE = frozenset({"en", "of", "tot", "and", "or", "to", "nor", "und", "oder", "et", "ou"})
+_LETTERS = re.compile(r"[^\W\d_]+")
+_FILE_TITLE = re.compile(
+    r"^(?:microsoft\s+\w+\s*-|untitled|naamloos|document\d*$|slide\s*\d*$)|\.(?:docx?|odt|rtf|pdf|xlsx?|pptx?|txt|indd|qxd|tex|html?)\b",
+    re.IGNORECASE,
+)
+_PDF_DATE = re.compile(r"^D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?")
+_WORD = re.compile(r"[^\W\d_]{4,}")
+
+
+@dataclass(slots=True)
+class _Fragment:
+    """A run of characters on one baseline with no wide gap: one column's line, or one table cell's line."""
+
+    text: str
+    x0: float
+    x1: float
+    bottom: float
+    top: float
+    base: float
+    size: float  # the height of the font's line box (ascent to descent), in points: the largest of its characters
+    bold: bool  # most of its characters are in a bold font
+
+
+@dataclass(slots=True)
+class _Line:
+    """One line of one block: its fragments joined, " | " between cells."""
+
+    text: str
+    x0: float
+    x1: float
+    base: float
+    size: float
+    bold: bool
+    cells: int
+    block: int
+
+
+@dataclass(slots=True)
+class _Paragraph:
+    lines: list[_Line]
+
+    @property
+    def size(self) -> float:
+        return max(line.size for line in self.lines)
+
+
+def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
+    """The text of a PDF as one `Unit` per paragraph or table row group, each with its 1-based page."""
+    _check_complete(data)
+    with _LOCK:
+        document = _open(data)
+        try:
+            return _read_document(document, limits, deadline)
+        finally:
+            document.close()
+
+
+def page_needs_ocr(fragments: Sequence[_Fragment]) -> bool:
+    """True when a page has no usable text layer (a scanned page): where an OCR pass takes over."""
+    return sum(len(f.text.replace(" ", "")) for f in fragments) < _MIN_TEXT_CHARS
+
+
+def _check_complete(data: bytes) -> None:
+    """A PDF ends with %%EOF; without it the file was cut off (PDFium would silently read what is left)."""
+    if b"%PDF-" not in data[:1024]:
+        raise Refused("not a PDF file (no %PDF- header)")
+    if b"%%EOF" not in data[-2048:]:
+        raise Refused("the PDF is truncated or damaged (it does not end with %%EOF)")
+
+
+def _open(data: bytes) -> pdfium.PdfDocument:
+    try:
+        return pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        if exc.err_code == pdfium_c.FPDF_ERR_PASSWORD:
+            raise Refused("the PDF is encrypted and cannot be opened without a password") from exc
+        if exc.err_code == pdfium_c.FPDF_ERR_SECURITY:
+            raise Refused("the PDF uses an unsupported security handler (encryption)") from exc
+        raise Refused("the PDF is damaged and cannot be read") from exc
+
+
+def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadline) -> Extracted:
+    count = len(document)
+    if count > limits.max_pages:
+        raise Refused(f"the PDF has {count} pages, more than the limit of {limits.max_pages}")
+    if count == 0:
+        raise Refused("the PDF has no pages (its page tree is empty or damaged)")
+    pages: list[list[_Fragment]] = []
+    for number in range(1, count + 1):
+        deadline.check(f"page {number}")
+        pages.append(_page_fragments(document, number))
+    without_text = [n for n, fragments in enumerate(pages, start=1) if page_needs_ocr(fragments)]
+    if len(without_text) == count:
+        raise Refused(f"scanned PDF: no text layer on any of its {count} pages (it needs OCR to be indexed)")
+    pages = _drop_running_lines(pages)
+    body = _font_mode([f for fragments in pages for f in fragments])
+    paragraphs: list[tuple[int, _Paragraph]] = []
+    for number, fragments in enumerate(pages, start=1):
+        deadline.check(f"page {number}")
+        paragraphs += [(number, p) for p in _paragraphs(_lines(_reading_order(fragments, body)))]
+    units = tuple(_units(paragraphs, body))
+    if not units:
+        raise Refused("no text in the PDF")
+    metadata = _metadata(document, count, without_text)
+    title = _title(document, [p for number, p in paragraphs if number == 1], body)
+    return Extracted(format="pdf", title=title, units=units, metadata=metadata, pages=count)
+
+
+# --- characters to fragments ------------------------------------------------------------------------------------
+
+
+def _page_fragments(document: pdfium.PdfDocument, number: int) -> list[_Fragment]:
+    try:
+        page = document[number - 1]
+    except pdfium.PdfiumError as exc:
+        raise Refused(f"the PDF is damaged: page {number} cannot be loaded") from exc
+    try:
+        textpage = page.get_textpage()
+        try:
+            return list(_fragments(textpage.raw))
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+
+
+def _fragments(raw: pdfium_c.FPDF_TEXTPAGE) -> Iterator[_Fragment]:
+    """The characters of a text page, in content-stream order, gathered into fragments."""
+    box = pdfium_c.FS_RECTF()
+    ox, oy = ctypes.c_double(), ctypes.c_double()
+    chars: list[str] = []
+    current: _Fragment | None = None
+    space = False
+    words = bold = 0  # the words of the current fragment, and how many of them start in a bold font
+    for index in range(pdfium_c.FPDFText_CountChars(raw)):
+        code = pdfium_c.FPDFText_GetUnicode(raw, index)
+        if code in (32, 9, 0xA0, 0x2002, 0x2003, 0x2009) or pdfium_c.FPDFText_IsGenerated(raw, index):
+            space = True  # a word boundary; whether it is a gap is decided by the geometry
+            continue
+        if code == 2:
+            code = 0xAD  # PDFium's mark for a hyphen that breaks a word at the end of a line
+        elif code < 32 or code in (0xFFFD, 0xFFFE, 0xFFFF) or 0xE000 <= code <= 0xF8FF:
+            continue  # a control character, or a glyph without a Unicode value
+        pdfium_c.FPDFText_GetLooseCharBox(raw, index, box)
+        pdfium_c.FPDFText_GetCharOrigin(raw, index, ox, oy)
+        size = box.top - box.bottom
+        if size <= 0.5:
+            continue
+        char = "-" if code == 0xAD else chr(code)
+        if current is not None and abs(oy.value - current.base) <= 0.35 * current.size:
+            gap = box.left - current.x1
+            if -0.6 * current.size <= gap <= _CELL_GAP * current.size:
+                if space or gap > 0.2 * current.size:
+                    chars.append(" ")
+                    words += 1
+                    bold += pdfium_c.FPDFText_GetFontWeight(raw, index) >= 600  # per word: a font call is slow
+                chars.append(char)
+                current.x1, current.size = max(current.x1, box.right), max(current.size, size)
+                current.bottom, current.top = min(current.bottom, box.bottom), max(current.top, box.top)
+                space = False
+                continue
+        if current is not None:
+            current.text, current.bold = "".join(chars).strip(), bold >= 0.5 * words
+            yield current
+        if abs(pdfium_c.FPDFText_GetCharAngle(raw, index)) > 0.05 and \
+                abs(pdfium_c.FPDFText_GetCharAngle(raw, index) - 6.2832) > 0.05:
+            current, chars, space = None, [], False  # rotated text (a margin note): not part of the page's flow
+            continue
+        words, bold = 1, int(pdfium_c.FPDFText_GetFontWeight(raw, index) >= 600)
+        current = _Fragment("", box.left, box.right, box.bottom, box.top, oy.value, size, False)
+        chars, space = [char], False
+    if current is not None:
+        current.text, current.bold = "".join(chars).strip(), bold >= 0.5 * words
+        yield current
+
+
+# --- running headers and footers --------------------------------------------------------------------------------
+
+
+def _rows(fragments: Sequence[_Fragment]) -> list[list[_Fragment]]:
+    """A page's fragments grouped by baseline across the whole width, top row first."""
+    rows: list[list[_Fragment]] = []
+    for fragment in sorted(fragments, key=lambda f: -f.base):
+        if rows and abs(rows[-1][0].base - fragment.base) <= 0.4 * fragment.size:
+            rows[-1].append(fragment)
+        else:
+            rows.append([fragment])
+    return rows
+
+
+def _row_key(row: Sequence[_Fragment]) -> str:
+    """A row's words without its numbers ("Pagina 3 van 15" -> "pagina van"); "#" for a bare page number."""
+    text = " ".join(f.text for f in sorted(row, key=lambda f: f.x0))
+    key = " ".join(_LETTERS.findall(text.lower()))
+    return key or ("#" if any(c.isdigit() for c in text) and len(text) <= 12 else "")
+
+
+def _drop_running_lines(pages: list[list[_Fragment]]) -> list[list[_Fragment]]:
+    """Pages without the top and bottom rows that repeat (digits normalised) on at least 40% of the pages, and
+    without a bare page number there."""
+    if len(pages) < 2:
+        return pages
+    edges: list[list[list[_Fragment]]] = []
+    seen: Counter[str] = Counter()
+    for fragments in pages:
+        rows = [row for row in _rows(fragments) if any(f.text for f in row)]
+        edge = rows[:_EDGE_ROWS] + rows[max(_EDGE_ROWS, len(rows) - _EDGE_ROWS):]
+        edges.append(edge)
+        seen.update({_row_key(row) for row in edge})
+    needed = max(2, round(0.4 * len(pages)))
+    running = {key for key, n in seen.items() if n >= needed and key} | {"#"}
+    kept = []
+    for fragments, edge in zip(pages, edges, strict=True):
+        drop = {id(f) for row in edge if _row_key(row) in running for f in row}
+        kept.append([f for f in fragments if id(f) not in drop])
+    return kept
+
+
+# --- reading order: a recursive XY cut --------------------------------------------------------------------------
+
+
+def _reading_order(fragments: Sequence[_Fragment], body: float) -> list[list[_Fragment]]:
+    """The fragments of a page as blocks in reading order; footnotes (print smaller than the document's `body` size
+    in the lower 60% of the page) go last, so that a paragraph running on in the next column is not cut by them."""
+    fragments = [f for f in fragments if f.text]
+    if not fragments:
+        return []
+    blocks = _cut(fragments, 0)
+    low, high = min(f.bottom for f in fragments), max(f.top for f in fragments)
+    small = [b for b in blocks if _font_mode(b) < 0.88 * body and max(f.top for f in b) < low + 0.6 * (high - low)]
+    return [b for b in blocks if not any(b is s for s in small)] + small
+
+
+def _font_mode(fragments: Sequence[_Fragment]) -> float:
+    """The font height most characters of the fragments are set in."""
+    sizes: Counter[float] = Counter()
+    for fragment in fragments:
+        sizes[round(fragment.size, 1)] += len(fragment.text)
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def _cut(fragments: list[_Fragment], depth: int) -> list[list[_Fragment]]:
+    if len(fragments) <= 1 or depth >= _MAX_CUT_DEPTH:
+        return [fragments] if fragments else []
+    columns = _column_cut(fragments)
+    if columns:
+        return [block for side in columns for block in _cut(side, depth + 1)]
+    bands = _band_cut(fragments)
+    if len(bands) > 1:
+        return [block for band in bands for block in _cut(band, depth + 1)]
+    return [fragments]
+
+
+def _column_cut(fragments: list[_Fragment]) -> tuple[list[_Fragment], list[_Fragment]] | None:
+    """The region split at its widest vertical gap that separates columns (not the cells of a table)."""
+    size = _median([f.size for f in fragments])
+    spans = sorted((f.x0, f.x1) for f in fragments)
+    gaps: list[tuple[float, float]] = []
+    right = spans[0][1]
+    for x0, x1 in spans[1:]:
+        if x0 - right >= max(4.0, 0.4 * size):
+            gaps.append((right, x0))
+        right = max(right, x1)
+    for start, _ in sorted(gaps, key=lambda g: g[0] - g[1]):
+        left = [f for f in fragments if f.x1 <= start + 0.01]
+        rest = [f for f in fragments if f.x1 > start + 0.01]
+        if _are_columns(left, rest):
+            return left, rest
+    return None
+
+
+def _are_columns(left: list[_Fragment], right: list[_Fragment]) -> bool:
+    """Two sides of a vertical gap are columns when both are prose, or when their lines do not line up in rows."""
+    if _is_prose(left) and _is_prose(right):
+        return True
+    small, other = (left, right) if len(left) <= len(right) else (right, left)
+    bases = sorted(f.base for f in other)
+    aligned = sum(1 for f in small if _has_near(bases, f.base, 1.0))
+    return aligned < 0.5 * len(small)
+
+
+def _is_prose(fragments: list[_Fragment]) -> bool:
+    wordy = sum(1 for f in fragments if sum(c.isalpha() for c in f.text) >= 15)
+    return len(fragments) >= 3 and wordy >= 0.6 * len(fragments)
+
+
+def _has_near(sorted_values: list[float], value: float, tolerance: float) -> bool:
+    low, high = 0, len(sorted_values)
+    while low < high:
+        middle = (low + high) // 2
+        if sorted_values[middle] < value - tolerance:
+            low = middle + 1
+        else:
+            high = middle
+    return low < len(sorted_values) and sorted_values[low] <= value + tolerance
+
+
+def _band_cut(fragments: list[_Fragment]) -> list[list[_Fragment]]:
+    """The region split at its widest horizontal gaps (those at least half as wide as the widest), top band first."""
+    spans = sorted(((f.top - 0.15 * f.size, f.bottom + 0.15 * f.size) for f in fragments), reverse=True)
+    gaps: list[tuple[float, float]] = []  # (upper edge of the gap, lower edge)
+    low = spans[0][1]
+    for top, bottom in spans[1:]:
+        if top < low:
+            gaps.append((low, top))
+        low = min(low, bottom)
+    if not gaps:
+        return [fragments]
+    widest = max(upper - lower for upper, lower in gaps)
+    cuts = sorted((lower + upper) / 2 for upper, lower in gaps if upper - lower >= 0.5 * widest)
+    bands: list[list[_Fragment]] = [[] for _ in range(len(cuts) + 1)]
+    for fragment in fragments:
+        middle = (fragment.top + fragment.bottom) / 2
+        bands[len(cuts) - sum(1 for cut in cuts if middle > cut)].append(fragment)
+    return [band for band in bands if band]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
+
+
+# --- lines and paragraphs ---------------------------------------------------------------------------------------
+
+
+def _lines(blocks: list[list[_Fragment]]) -> list[_Line]:
+    """The lines of the blocks in reading order; fragments of one baseline in one block are one line."""
+    lines: list[_Line] = []
+    for number, block in enumerate(blocks):
+        for row in _rows(block):
+            row.sort(key=lambda f: f.x0)
+            text, cells = row[0].text, 1
+            for before, fragment in zip(row, row[1:], strict=False):
+                gap = fragment.x0 - before.x1
+                if gap > _CELL_GAP * fragment.size and not (cells == 1 and _MARKER.fullmatch(text)):
+                    text, cells = f"{text} | {fragment.text}", cells + 1
+                else:
+                    text += ("" if gap < 0.1 * fragment.size else " ") + fragment.text
+            size = max(f.size for f in row)
+            bold = all(f.bold for f in row)
+            lines.append(_Line(text, row[0].x0, max(f.x1 for f in row), row[0].base, size, bold, cells, number))
+    return lines
+
+
+def _paragraphs(lines: list[_Line]) -> list[_Paragraph]:
+    """Lines joined into paragraphs (a table's consecutive rows are one row group)."""
+    pitch = _line_pitch(lines)
+    paragraphs: list[_Paragraph] = []
+    for line in lines:
+        if paragraphs and not _breaks(paragraphs[-1], line, pitch):
+            paragraphs[-1].lines.append(line)
+        else:
+            paragraphs.append(_Paragraph([line]))
+    return paragraphs
+
+
+def _line_pitch(lines: list[_Line]) -> float:
+    """The most common distance between the baselines of consecutive lines, as a multiple of their font height."""
+    ratios = Counter(
+        round((a.base - b.base) / b.size, 1)
+        for a, b in zip(lines, lines[1:], strict=False)
+        if abs(a.size - b.size) < 0.5 and 0.8 * b.size < a.base - b.base < 3 * b.size and a.x0 < b.x1 and b.x0 < a.x1
+    )
+    return ratios.most_common(1)[0][0] if ratios else 1.1
+
+
+def _breaks(paragraph: _Paragraph, line: _Line, pitch: float) -> bool:
+    """Whether `line` starts a new paragraph after `paragraph`."""
+    last = paragraph.lines[-1]
+    ends_sentence = bool(_SENTENCE_END.search(last.text))
+    if re.fullmatch(r"\d{1,3}|[*†]", last.text) and len(paragraph.lines) == 1 and 0 < last.base - line.base < 2 * line.size:
+        return False  # a footnote's number, raised above its text
+    if line.cells > 1 or last.cells > 1:
+        return not (line.cells > 1 and last.cells > 1 and line.block - last.block <= 1)
+    if abs(line.size - last.size) > 0.15 * max(line.size, last.size):
+        return True
+    if line.bold != last.bold and last.x1 < line.x1 - line.size:  # a heading's line is shorter than the text's
+        return True
+    if _BULLET.match(line.text) or (ends_sentence and re.match(r"\d{1,3}\s", line.text)):
+        return True  # a list item, or the next footnote
+    if line.base >= last.base or line.x0 >= last.x1:  # the next column: the paragraph may go on there
+        return ends_sentence
+    if last.base - line.base > (pitch + 0.35) * line.size:
+        return True
+    if ends_sentence and abs(line.x0 - last.x0) > 0.8 * line.size:
+        return True  # a first-line indent, or the end of an indented item
+    right = max(x.x1 for x in (*paragraph.lines, line))
+    left = min(x.x0 for x in (*paragraph.lines, line))
+    if last.x1 - left < 0.6 * (right - left) and (line.text[:1].isupper() or line.text[:1].isdigit()):
+        return True  # a short line ends its paragraph (or is a heading), unless a new one starts in lower case
+    return ends_sentence and last.x1 < right - 4 * line.size
+
+
+def _join(lines: Sequence[_Line]) -> str:
+    """The lines of a paragraph as one text: words broken over a line end joined, rows of a table one per line."""
+    text = lines[0].text
+    for before, line in zip(lines, lines[1:], strict=False):
+        if before.cells > 1 and line.cells > 1:
+            text += "\n" + line.text
+            continue
+        hyphenated = _HYPHENATED.search(text[-80:])
+        first = line.text.split(" ", 1)[0]
+        if re.search(r"\S[–/@]$", text[-2:]):  # "2018–" + "23–51", "https://" + "www.nrc.gov"
+            text += line.text
+        elif hyphenated and _joins_hyphen(hyphenated.group(1), first):
+            text = text[:-1] + line.text
+        elif hyphenated:
+            text = text[:-1] + "-" + (" " if first.lower().strip(",") in _KEEP_HYPHEN_BEFORE else "") + line.text
+        else:
+            text += " " + line.text
+    return text
+
+
+def _joins_hyphen(before: str, after: str) -> bool:
+    """A word broken at a line end ("regel-" + "geving"), not a compound ("Noord-" + "Brabant", "EU-" + "landen")."""
+    if len(before) < 2 or (before.isupper() and len(before) >= 2) or not before[-1].isalpha():
+        return False
+    if not after or not after[0].islower():
+        return False
+    return after.lower().strip(",.;:") not in _KEEP_HYPHEN_BEFORE
+
+
+# --- units, headings, title and metadata ------------------------------------------------------------------------
+
+
+def _units(paragraphs: list[tuple[int, _Paragraph]], body: float) -> Iterator[Unit]:
+    """One unit per paragraph; a heading is a unit too and the last entry of the path of the units after it."""
+    path: list[tuple[float, str]] = []
+    for page, paragraph in paragraphs:
+        text = re.sub(r"[ \t]+", " ", _join(paragraph.lines)).strip()
+        if not text:
+            continue
+        level = _heading_level(paragraph, text, body)
+        if level is not None:
+            while path and path[-1][0] <= level:
+                path.pop()
+            path.append((level, text))
+        yield Unit(text, page=page, headings=tuple(heading for _, heading in path))
+
+
+def _heading_level(paragraph: _Paragraph, text: str, body: float) -> float | None:
+    """The font height of a heading (bold body text ranks just above the body), None when it is not a heading."""
+    if len(paragraph.lines) > 2 or len(text.split()) > 14 or paragraph.lines[0].cells > 1:
+        return None
+    if re.search(r"[.,;]$", text) or sum(c.isalpha() for c in text) < 3:
+        return None
+    if paragraph.size >= 1.15 * body:
+        return paragraph.size
+    if all(line.bold for line in paragraph.lines) and paragraph.size >= 0.95 * body:
+        return body + 0.05
+    return None
+
+
+def _title(document: pdfium.PdfDocument, first_page: list[_Paragraph], body: float) -> str | None:
+    """/Title when it names the document (not a file name, and its words are on page 1), else the first heading of
+    page 1 in the largest font (or bold), else None."""
+    title = re.sub(r"\s+", " ", document.get_metadata_value("Title") or "").strip()
+    if title and not _FILE_TITLE.search(title):
+        first_text = " ".join(line.text for paragraph in first_page for line in paragraph.lines).lower()
+        words = _WORD.findall(title.lower())
+        if not words or sum(word in first_text for word in words) >= 0.5 * len(words):
+            return title
+    headings = [(level, -n, p) for n, p in enumerate(first_page) if (level := _heading_level(p, _join(p.lines), body))]
+    if not headings:
+        return None
+    paragraph = max(headings, key=lambda h: h[:2])[2]
+    return re.sub(r"\s+", " ", _join(paragraph.lines)).strip()[:300]
+
+
+def _metadata(document: pdfium.PdfDocument, pages: int, without_text: list[int]) -> dict[str, str]:
+    info = document.get_metadata_dict(skip_empty=True)
+    metadata = {
+        key: re.sub(r"\s+", " ", info[name]).strip()
+        for key, name in (("author", "Author"), ("subject", "Subject"), ("keywords", "Keywords"),
+                          ("creator", "Creator"), ("producer", "Producer"))
+        if info.get(name, "").strip()
+    }
+    for key, name in (("created", "CreationDate"), ("modified", "ModDate")):
+        date = _iso_date(info.get(name, ""))
+        if date:
+            metadata[key] = date
+    metadata["pages"] = str(pages)
+    if without_text:
+        metadata["pages_without_text"] = ", ".join(map(str, without_text))
+    return metadata
+
+
+def _iso_date(value: str) -> str | None:
+    """A PDF date ("D:20200806095125Z") as ISO 8601 ("2020-08-06T09:51:25"), None when it is not one."""
+    match = _PDF_DATE.match(value.strip())
+    if not match:
+        return None
+    year, month, day, hour, minute, second = match.groups()
+    date = f"{year}-{month or '01'}-{day or '01'}"
+    return f"{date}T{hour}:{minute or '00'}:{second or '00'}" if hour else date

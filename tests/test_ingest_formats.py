@@ -1,0 +1,160 @@
+"""Ingesting documents as people have them: every real file in ../shared/formats is read or refused with its
+reason, the same Kamerstuk reads the same from PDF, HTML, official XML and ODT, laws from BWB XML are chunked per
+article like Markdown law texts, PDF chunks name their pages, and one bad file never costs the good ones."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from docserver.formats import Limits, Refused, sniff
+from docserver.index import Index
+from docserver.ingest import TEXT_CHARS, ingest, ingest_files, parse_file
+from docserver.store import load_documents
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMATS = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "formats"
+needs_formats = pytest.mark.skipif(not FORMATS.is_dir(), reason="../shared/formats is absent")
+SCANNED = "nl-blg-1007826-scan-beslisnota-nitraat.pdf"
+
+
+@pytest.fixture
+def index_file(tmp_path: Path) -> Path:
+    return tmp_path / "index.sqlite3"
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@needs_formats
+def test_every_shared_file_ingests_or_is_refused_with_its_reason(index_file: Path) -> None:
+    files = sorted(p for p in FORMATS.iterdir() if p.suffix in (".pdf", ".docx", ".odt", ".html", ".xml"))
+    assert len(files) == 21
+    report = ingest_files([FORMATS], "formats", index_path=index_file)
+    refused = {f.path.name: f.reason for f in report.failures}
+    ingested = {d.metadata.get("format") or "bwb": d for d in report.documents}
+    assert set(refused) <= {SCANNED}, refused
+    if SCANNED in refused:  # without OCR: refused with that reason, never indexed empty
+        assert "no text layer" in refused[SCANNED]
+    assert {"pdf", "docx", "odt", "html", "op", "bwb"} <= set(ingested)
+    for doc in report.documents:
+        assert doc.chunks and all(c.text.strip() for c in doc.chunks), doc.doc_id
+        assert doc.title and not doc.title.endswith((".pdf", ".docx")), doc.doc_id
+        assert doc.language in ("nl", "en"), doc.doc_id
+    by_id = {d.doc_id: d for d in report.documents}
+    assert by_id["en-nureg0800-srp-5-2-3-rev3-pdf"].language == "en"
+    assert by_id["nl-aiia-2-0-invultemplate-docx"].language == "nl"
+    assert {d.doc_id for d in load_documents(index_file)} == set(by_id)
+
+
+@needs_formats
+def test_the_same_kamerstuk_reads_the_same_in_every_format() -> None:
+    texts = {}
+    for name in ("nl-kst-32545-143-motie.pdf", "nl-kst-32545-143-motie.html", "nl-op-kst-32545-143-motie.xml",
+                 "nl-kst-32545-143-motie.odt"):
+        doc = parse_file(FORMATS / name, "kst")
+        whole = _flat(" ".join(c.text for c in doc.chunks))
+        body = re.search(r"De Kamer, .*? gaat over tot de orde van de dag\.", whole)
+        assert body, (name, whole[:400])
+        texts[name] = body.group(0)
+    assert len(set(texts.values())) == 1, texts
+    assert "spaarsaldogrens" in next(iter(texts.values()))  # hyphenated across a line in the PDF
+
+
+@needs_formats
+def test_pdf_chunks_name_their_pages_and_drop_running_headers() -> None:
+    doc = parse_file(FORMATS / "en-nureg0800-srp-5.2.3-rev3.pdf", "nrc")
+    assert doc.metadata["format"] == "pdf" and int(doc.metadata["pages"]) >= 20
+    pages = [re.search(r"\bpp?\. (\d+)(?:-(\d+))?$", c.section) for c in doc.chunks]
+    assert all(pages), [c.section for c in doc.chunks if not re.search(r"pp?\. \d", c.section)]
+    assert all(int(m.group(2)) == int(m.group(1)) + 1 for m in pages if m.group(2))  # a break, said as "pp. 6-7"
+    assert max(int(m.group(1)) for m in pages) >= 20
+    assert all(len(c.text) <= TEXT_CHARS for c in doc.chunks)
+    firsts = [c.text.splitlines()[0] for c in doc.chunks]
+    assert max(firsts.count(line) for line in firsts) <= 2  # no running header opening every page's chunk
+
+
+@needs_formats
+def test_laws_from_bwb_xml_are_chunked_per_article_with_juriconnect_links(index_file: Path) -> None:
+    (law,) = ingest([FORMATS / "nl-bwb-BWBR0018451-wet-op-de-zorgtoeslag-2025-01-01.xml"], "wetten",
+                    index_path=index_file)
+    assert (law.doc_id, law.title, law.kind, law.language) == ("bwbr0018451", "Wet op de zorgtoeslag", "official",
+                                                               "nl")
+    articles = [c for c in law.chunks if ", artikel " in c.title]
+    assert [c.title.split(", artikel ")[1] for c in articles] == ["1", "2", "3", "4", "4a", "5", "6", "7", "8"]
+    for chunk in articles:
+        number = chunk.title.split(", artikel ")[1].split(" (")[0]
+        assert chunk.url == f"https://wetten.overheid.nl/jci1.3:c:BWBR0018451&artikel={number}"
+        assert chunk.section.startswith(f"Artikel {number}")
+    index = Index.load(ROOT / "docserver" / "corpus", index_path=index_file)
+    hit = index.search("artikel 2 zorgtoeslag", "wetten")[0]
+    assert hit.document.doc_id == "bwbr0018451"
+
+
+def test_one_bad_file_never_costs_the_good_ones(tmp_path: Path, index_file: Path) -> None:
+    folder = tmp_path / "map"
+    folder.mkdir()
+    (folder / "goed.txt").write_text("De vergunninghouder meldt elk voorval binnen acht uur.", encoding="utf-8")
+    (folder / "kapot.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj\n")
+    (folder / "leeg.docx").write_bytes(b"")
+    (folder / "vreemd.xml").write_text("<?xml version='1.0'?><onbekend><a>tekst</a></onbekend>", encoding="utf-8")
+    (folder / "binair.txt").write_bytes(bytes(range(256)) * 8)
+    report = ingest_files([folder], "notities", index_path=index_file)
+    assert [d.doc_id for d in report.documents] == ["goed"]
+    reasons = {f.path.name: f.reason for f in report.failures}
+    assert set(reasons) == {"kapot.pdf", "leeg.docx", "vreemd.xml", "binair.txt"}
+    assert "empty" in reasons["leeg.docx"] and "unknown format" in reasons["vreemd.xml"]
+    assert "unknown format" in reasons["binair.txt"]
+    assert [d.doc_id for d in load_documents(index_file)] == ["goed"]
+    with pytest.raises(ValueError, match="kapot.pdf"):  # the strict form names the refused files
+        ingest([folder], "notities", index_path=index_file)
+
+
+def test_cli_reports_each_refused_file_and_fails(tmp_path: Path, index_file: Path) -> None:
+    good, bad = tmp_path / "goed.md", tmp_path / "kapot.docx"
+    good.write_text("# Toezicht\n\nDe ANVS houdt toezicht op kerninstallaties.\n", encoding="utf-8")
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    result = subprocess.run(
+        [sys.executable, "-m", "docserver", "ingest", str(good), str(bad), "--collection", "c", "--index",
+         str(index_file)], capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    assert result.returncode == 1
+    assert f"refused: {bad}: " in result.stderr and "1 file(s) refused" in result.stderr
+    assert "1 documents" in result.stdout and "goed" in result.stdout
+    empty = tmp_path / "leeg"
+    empty.mkdir()
+    nothing = subprocess.run([sys.executable, "-m", "docserver", "ingest", str(empty), "--collection", "c",
+                              "--index", str(index_file)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert nothing.returncode == 1 and "no files to ingest" in nothing.stderr
+
+
+@pytest.mark.parametrize(
+    ("data", "suffix", "kind"),
+    [
+        (b"%PDF-1.7\n...", ".bin", "pdf"),
+        (b"\xef\xbb\xbf<?xml version='1.0'?>\n<!-- c -->\n<toestand bwb-id='BWBR1'/>", ".txt", "bwb"),
+        (b"<?xml version='1.0'?><officiele-publicatie/>", "", "op"),
+        (b"<!DOCTYPE html><html><body><p>x</p></body></html>", ".txt", "html"),
+        (b"<?xml version='1.0'?><html xmlns='http://www.w3.org/1999/xhtml'/>", ".xml", "html"),
+        (b"# Kop\n\ntekst", ".md", "markdown"),
+        (b"platte tekst", ".pdf", "text"),
+        (b"<?xml version='1.0'?><rss/>", ".xml", None),
+        (b"\x00\x01\x02binary", ".txt", None),
+        (b"PK\x03\x04garbage", ".docx", None),
+    ],
+)
+def test_the_format_is_chosen_by_content(data: bytes, suffix: str, kind: str | None) -> None:
+    assert sniff(data, suffix) == kind
+
+
+def test_limits_refuse_oversized_files(tmp_path: Path) -> None:
+    big = tmp_path / "groot.txt"
+    big.write_text("woord " * 50_000, encoding="utf-8")
+    with pytest.raises(Refused, match="MB"):
+        parse_file(big, "c", Limits(max_bytes=100_000))
