@@ -47,6 +47,8 @@ class Chunk:
     section: str
     text: str
     url: str | None = None  # a deep link (one article of a law); the document's url when None
+    page: int | None = None  # the first page of a paged source (PDF) the text stands on
+    page_end: int | None = None  # and the last, when it runs over a page break
 
 
 @dataclass(frozen=True, slots=True)

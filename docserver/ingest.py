@@ -274,9 +274,11 @@ def unit_chunks(units: Iterable[Unit], *, doc_id: str, collection: str, title: s
     for i, group in enumerate(groups):
         place = [p for p in (group[0].headings[-1] if group[0].headings else None, _pages(group)) if p]
         section = ", ".join(place) or (f"{part_word} {i + 1}" if len(groups) > 1 else title)
-        page = group[0].page
+        pages = sorted({u.page for u in group if u.page is not None})
+        page = pages[0] if pages else None
         chunk_url = f"{url.split('#')[0]}#page={page}" if url and page else url
-        chunks.append(Chunk(doc_id, collection, i, title, section, "\n\n".join(u.text for u in group), chunk_url))
+        chunks.append(Chunk(doc_id, collection, i, title, section, "\n\n".join(u.text for u in group), chunk_url,
+                            page, pages[-1] if len(pages) > 1 else None))
     return tuple(chunks)
 
 

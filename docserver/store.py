@@ -72,6 +72,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     section     TEXT NOT NULL,
     text        TEXT NOT NULL,
     url         TEXT,
+    page        INTEGER,  -- the page of a paged source (PDF) the chunk starts on
+    page_end    INTEGER,  -- the page it ends on, when that is another
     PRIMARY KEY (collection, doc_id, chunk_index),
     FOREIGN KEY (collection, doc_id) REFERENCES documents (collection, doc_id) ON DELETE CASCADE
 );
@@ -132,11 +134,35 @@ def _check_version(connection: sqlite3.Connection, path: Path) -> None:
         )
 
 
+# Columns added after a table was first written: a file without them is read (as NULL) and, when written, migrated
+# (ALTER TABLE ... ADD COLUMN), so no index needs re-ingesting for them.
+_ADDED_COLUMNS = {"chunks": {"page": "INTEGER", "page_end": "INTEGER"}}
+
+
+def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+
+
+def _migrate(connection: sqlite3.Connection) -> None:
+    for table, added in _ADDED_COLUMNS.items():
+        present = _columns(connection, table)
+        for column, kind in added.items():
+            if column not in present:
+                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+
+
+def _select(connection: sqlite3.Connection, table: str, columns: str) -> str:
+    """The column list for a SELECT, NULL for a column added after this file was written."""
+    present = _columns(connection, table)
+    return ", ".join(c if c in present or c not in _ADDED_COLUMNS.get(table, {}) else "NULL"
+                     for c in (part.strip() for part in columns.split(",")))
+
+
 def _read(connection: sqlite3.Connection) -> list[Document]:
     chunks: dict[tuple[str, str], list[Chunk]] = {}
+    columns = _select(connection, "chunks", "doc_id, collection, chunk_index, title, section, text, url, page, page_end")
     for doc_id, collection, *fields in connection.execute(
-        "SELECT doc_id, collection, chunk_index, title, section, text, url FROM chunks "
-        "ORDER BY collection, doc_id, chunk_index"
+        f"SELECT {columns} FROM chunks ORDER BY collection, doc_id, chunk_index"
     ):
         chunks.setdefault((collection, doc_id), []).append(Chunk(doc_id, collection, *fields))
     return [
@@ -231,6 +257,7 @@ class DocumentStore:
         self._db.execute("PRAGMA foreign_keys = ON")
         _check_version(self._db, self.path)
         self._db.executescript(_SCHEMA)
+        _migrate(self._db)
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._db.commit()
 
@@ -257,8 +284,10 @@ class DocumentStore:
                     ),
                 )
                 db.executemany(
-                    "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(c.collection, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url) for c in doc.chunks],
+                    "INSERT INTO chunks (collection, doc_id, chunk_index, title, section, text, url, page, page_end) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(c.collection, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end)
+                     for c in doc.chunks],
                 )
 
     def documents(self) -> list[Document]:

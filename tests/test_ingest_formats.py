@@ -158,3 +158,35 @@ def test_limits_refuse_oversized_files(tmp_path: Path) -> None:
     big.write_text("woord " * 50_000, encoding="utf-8")
     with pytest.raises(Refused, match="MB"):
         parse_file(big, "c", Limits(max_bytes=100_000))
+
+
+def test_an_index_from_before_pages_is_read_and_migrated(tmp_path: Path, index_file: Path) -> None:
+    import sqlite3
+
+    from docserver.corpus import Chunk, Document
+    from docserver.store import DocumentStore
+
+    note = tmp_path / "notitie.txt"
+    note.write_text("Een notitie over toezicht.", encoding="utf-8")
+    ingest([note], "c", index_path=index_file)
+    with sqlite3.connect(index_file) as db:  # as an index written before chunks had pages
+        db.execute("ALTER TABLE chunks DROP COLUMN page")
+        db.execute("ALTER TABLE chunks DROP COLUMN page_end")
+    assert [(c.page, c.page_end) for d in load_documents(index_file) for c in d.chunks] == [(None, None)]
+    paged = Document("rapport-pdf", "c", "Rapport", (Chunk("rapport-pdf", "c", 0, "Rapport", "pp. 6-7", "Tekst.",
+                                                           None, 6, 7),))
+    with DocumentStore(index_file) as store:
+        store.save([(paged, None)])
+    stored = {d.doc_id: d for d in load_documents(index_file)}
+    assert (stored["rapport-pdf"].chunks[0].page, stored["rapport-pdf"].chunks[0].page_end) == (6, 7)
+    assert stored["notitie"].chunks[0].page is None
+
+
+@needs_formats
+def test_pdf_chunks_carry_their_pages(index_file: Path) -> None:
+    (doc,) = ingest([FORMATS / "en-nureg0800-srp-5.4.11.pdf"], "nrc", index_path=index_file)
+    (stored,) = load_documents(index_file)
+    assert [(c.page, c.page_end) for c in stored.chunks] == [(c.page, c.page_end) for c in doc.chunks]
+    for chunk in stored.chunks:
+        label = f"p. {chunk.page}" if chunk.page_end is None else f"pp. {chunk.page}-{chunk.page_end}"
+        assert chunk.section.endswith(label)
