@@ -135,6 +135,7 @@ class SearchResult(BaseModel):
     url: str
     date: str | None = None  # the document's year, when known
     snippet: str = ""
+    page: int | None = None  # extension: the page of a paged source (PDF) the cited passage starts on, 1-based
 
 
 class ChatCompletionChunk(BaseModel):

@@ -106,19 +106,23 @@ class ChunkRenderer:
             self.sources.append(event)
             out = []
             if self.openwebui:
+                # the title (with its page where the source has pages): Open WebUI numbers its sources panel
+                # itself, and its `[n]` chips show the name (a "[n] " prefix read "1 [1] Title" in the panel)
+                name = f"{event.title}, {event.pages}" if event.pages else event.title
+                metadata: dict[str, Any] = {"source": event.evidence_id, "name": name, "url": event.url}
+                if event.page is not None:
+                    metadata["page"] = event.page - 1  # Open WebUI counts pages from 0 (its link adds 1)
                 out.append(
                     {
                         "event": {
                             "type": "source",
                             "data": {
-                                # the title alone: Open WebUI numbers its sources panel itself, and its `[n]`
-                                # chips show the name (a "[n] " prefix read "1 [1] Title" in the panel)
-                                "source": {"name": event.title, "id": event.evidence_id, "url": event.url},
+                                "source": {"name": name, "id": event.evidence_id, "url": event.url},
                                 "document": [neutralize(event.snippet)],
                                 # Open WebUI numbers citations by distinct `metadata.source`: it must be unique per
                                 # ledger entry (several entries can share a URL), so `[n]` opens the n-th source;
                                 # the events come in the answer's numbering (`SourceFound.number`, first cited first)
-                                "metadata": [{"source": event.evidence_id, "name": event.title, "url": event.url}],
+                                "metadata": [metadata],
                             },
                         }
                     }
@@ -180,7 +184,7 @@ class ChunkRenderer:
     @property
     def search_results(self) -> list[SearchResult]:
         return [SearchResult(title=neutralize(s.title), url=s.url, date=str(s.year) if s.year else None,
-                             snippet=neutralize(s.snippet)) for s in self._cited()]
+                             snippet=neutralize(s.snippet), page=s.page) for s in self._cited()]
 
     def _cited(self) -> list[SourceFound]:
         return sorted({s.number: s for s in self.sources}.values(), key=lambda s: s.number)

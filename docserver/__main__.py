@@ -1,17 +1,22 @@
 """python -m docserver: serve the document corpus over MCP streamable HTTP at /mcp.
 
     python -m docserver [--host H] [--port P] [--index FILE] ...   serve (bundled corpus + ingested documents)
-    python -m docserver ingest PATH [PATH...] --collection NAME [--index FILE] [--quiet] [--max-pages N] ...
+    python -m docserver ingest PATH [PATH...] --collection NAME [--index FILE] [--quiet] [--force] [--max-pages N] ...
+    python -m docserver remove DOC_ID [DOC_ID...] [--collection NAME] [--index FILE]
+    python -m docserver list [--collection NAME] [--index FILE] [--json]
 """
 
 import argparse
+import json
 import logging
+import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from .corpus import BUNDLED_CORPUS, Document
-from .store import INDEX_ENV, resolve_index_path
+from .store import INDEX_ENV, IndexSchemaError, StoredDocument, resolve_index_path
 
 INDEX_HELP = (
     f"persisted index file (default: %(default)s, from ${INDEX_ENV}, else data/ in the source checkout, "
@@ -23,7 +28,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m docserver",
         description="Serve the document corpus over MCP streamable HTTP at /mcp.",
-        epilog="Add documents with: python -m docserver ingest PATH [PATH...] --collection NAME",
+        epilog="Add documents with: python -m docserver ingest PATH [PATH...] --collection NAME; see what is stored "
+        "with: python -m docserver list; remove documents with: python -m docserver remove DOC_ID",
     )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default: %(default)s)")
     parser.add_argument("--port", type=int, default=3434, help="port (default: %(default)s)")
@@ -56,12 +62,16 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
         description="Add files to the persisted index: PDF, DOCX, ODT, HTML, BWB law XML and official-publication "
         "XML (wetten.overheid.nl, officielebekendmakingen.nl), Markdown (including wetten.overheid.nl-style law "
         "texts) and plain text, recognised by their content. Directories are searched recursively. Re-ingesting "
-        "a file replaces it. A file that cannot be read is reported with the reason; the others are stored.",
+        "a file replaces it; a file stored before with the same name and content (sha256) is skipped as "
+        "unchanged. A file that cannot be read is reported with the reason; the others are stored.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     parser.add_argument("--collection", required=True, help="collection to add the documents to, e.g. wetten_overheid")
     parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary (refusals still)")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bar, no line per document and no summary (refusals still)")
+    parser.add_argument("--force", action="store_true",
+                        help="read unchanged files again too (say, after a reader improved)")
     limits = parser.add_argument_group("limits for untrusted files (a file beyond one is refused)")
     limits.add_argument("--max-mb", type=float, default=defaults.max_bytes / 2**20, help="file size (%(default)g)")
     limits.add_argument("--max-pages", type=int, default=defaults.max_pages, help="PDF pages (%(default)s)")
@@ -72,32 +82,52 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# What opening or reading an index file can raise: it is unreadable, damaged, not SQLite, or of another schema.
+_INDEX_ERRORS = (OSError, ValueError, sqlite3.Error, IndexSchemaError)
+
+
+def _writer(bar: bool) -> Callable[[str, TextIO], None]:
+    """How to print a line: past the progress bar when one is drawn (``tqdm.write`` redraws it below the line),
+    else plainly."""
+    if not bar:
+        return lambda line, stream: print(line, file=stream)
+    from tqdm import tqdm
+
+    return lambda line, stream: tqdm.write(line, file=stream)
+
+
 def ingest_main(argv: Sequence[str]) -> int:
     from .formats import Limits
-    from .ingest import ingest_files
+    from .ingest import Failure, Skipped, ingest_files
 
     args = parse_ingest_args(argv)
     limits = Limits(max_bytes=int(args.max_mb * 2**20), max_pages=args.max_pages, max_seconds=args.max_seconds,
                     max_unzipped_bytes=int(args.max_unzipped_mb * 2**20))
+    bar = not args.quiet and sys.stderr.isatty()
+    lines = not args.quiet and not (bar and sys.stdout.isatty())  # on a terminal the bar says it
+    say = _writer(bar)
 
-    def tell(path: Path, document: Document | None, reason: str | None) -> None:  # a line per file as it is done
-        if reason is not None:
-            print(f"refused: {path}: {reason}", file=sys.stderr)
-        elif not args.quiet:
-            print(f"  {document.doc_id}: {document.title} ({len(document.chunks)} chunks) <- {path}")
+    def tell(path: Path, outcome: Document | Skipped | Failure) -> None:  # a line per file as it is done
+        if isinstance(outcome, Failure):
+            say(f"refused: {path}: {outcome.reason}", sys.stderr)
+        elif lines and isinstance(outcome, Skipped):
+            say(f"unchanged: {path}", sys.stdout)
+        elif lines:
+            say(f"  {outcome.doc_id}: {outcome.title} ({len(outcome.chunks)} chunks) <- {path}", sys.stdout)
 
     try:
-        report = ingest_files(args.paths, args.collection, index_path=args.index, progress=not args.quiet,
-                              limits=limits, on_file=tell)
-    except (OSError, ValueError) as exc:
+        report = ingest_files(args.paths, args.collection, index_path=args.index, progress=bar, limits=limits,
+                              force=args.force, on_file=tell)
+    except _INDEX_ERRORS as exc:
         print(f"ingest failed: {exc}", file=sys.stderr)
         return 1
-    documents, failures = report.documents, report.failures
+    documents = len(report.documents) + len(report.skipped)
     if not args.quiet:
-        chunks = sum(len(d.chunks) for d in documents)
-        print(f"{len(documents)} documents, {chunks} chunks -> collection {args.collection!r} in {args.index}")
-    if failures:
-        print(f"{len(failures)} file(s) refused, see above", file=sys.stderr)
+        chunks = sum(len(d.chunks) for d in report.documents) + sum(s.chunks for s in report.skipped)
+        unchanged = f" ({len(report.skipped)} unchanged)" if report.skipped else ""
+        print(f"{documents} documents, {chunks} chunks -> collection {args.collection!r} in {args.index}{unchanged}")
+    if report.failures:
+        print(f"{len(report.failures)} file(s) refused, see above", file=sys.stderr)
         return 1
     if not documents:
         print("ingest failed: no files to ingest were found", file=sys.stderr)
@@ -105,10 +135,96 @@ def ingest_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def parse_remove_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m docserver remove",
+        description="Remove documents and their chunks from the persisted index; a running server drops them "
+        "within about a second. Nothing is removed when a doc_id is unknown, or in several collections and no "
+        "--collection says which.",
+    )
+    parser.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="as `python -m docserver list` shows it")
+    parser.add_argument("--collection", help="the collection to remove from (default: the one holding the doc_id)")
+    parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    return parser.parse_args(argv)
+
+
+def remove_main(argv: Sequence[str]) -> int:
+    from .store import DocumentStore
+
+    args = parse_remove_args(argv)
+    path = resolve_index_path(args.index)
+    if not path.is_file():  # not created just to say that it holds nothing
+        print(f"remove failed: no document {', '.join(map(repr, args.doc_ids))}: no index file {path}",
+              file=sys.stderr)
+        return 1
+    try:
+        with DocumentStore(path) as store:
+            removed = store.remove(args.doc_ids, args.collection)
+    except _INDEX_ERRORS as exc:
+        print(f"remove failed: {exc}", file=sys.stderr)
+        return 1
+    for collection, doc_id in removed:
+        print(f"removed: {doc_id} from collection {collection!r}")
+    return 0
+
+
+def parse_list_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m docserver list",
+        description="The documents in the persisted index, one a line, tab-separated: collection, doc_id, title, "
+        "kind, pages (of a PDF), chunks, ingested at (UTC); '-' where there is none. Prints nothing when the "
+        "index is empty or missing (and never creates it).",
+    )
+    parser.add_argument("--collection", help="only this collection")
+    parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    parser.add_argument("--json", action="store_true", help="a JSON list of objects with those fields (null for none)")
+    return parser.parse_args(argv)
+
+
+def listing(document: StoredDocument) -> dict[str, str | int | None]:
+    """The fields ``list`` shows of a stored document, as ``--json`` prints them."""
+    return {
+        "collection": document.collection,
+        "doc_id": document.doc_id,
+        "title": document.title,
+        "kind": document.kind,
+        "pages": document.pages,
+        "chunks": document.chunks,
+        "ingested_at": document.ingested_at,
+    }
+
+
+def listing_line(document: StoredDocument) -> str:
+    """A stored document as one tab-separated line; a title's own tabs and line breaks become spaces."""
+    fields = listing(document) | {"title": " ".join(document.title.split())}
+    return "\t".join("-" if value is None else str(value) for value in fields.values())
+
+
+def list_main(argv: Sequence[str]) -> int:
+    from .store import list_stored
+
+    args = parse_list_args(argv)
+    try:
+        stored = list_stored(args.index, args.collection)
+    except _INDEX_ERRORS as exc:
+        print(f"list failed: {exc}", file=sys.stderr)
+        return 1
+    if args.json:  # "[]" when there is nothing: still JSON for a script to read
+        print(json.dumps([listing(d) for d in stored], ensure_ascii=False, indent=1))
+    else:
+        for document in stored:
+            print(listing_line(document))
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"ingest": ingest_main, "remove": remove_main,
+                                                         "list": list_main}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["ingest"]:
-        return ingest_main(argv[1:])
+    if argv and argv[0] in _COMMANDS:
+        return _COMMANDS[argv[0]](argv[1:])
 
     import uvicorn
 

@@ -4,6 +4,7 @@ The format is chosen by content (``docserver.formats``): PDF, DOCX, ODT, HTML, B
 XML are read by one reader each into units that carry their page, heading path or article, grouped here into
 chunks whose section names that place ("2.3 Scope, p. 6"); a BWB law goes through the same article chunking as a
 Markdown law text. A file that cannot be read is refused with its reason, and the others of the run are stored.
+A file stored before with the same name and bytes (sha256) is skipped without being read, unless forced.
 Markdown and plain text are read here:
 
 * Dutch law texts as Markdown in the wetten.overheid.nl style (front matter
@@ -16,6 +17,8 @@ Markdown and plain text are read here:
 * Plain text: one document, blank-line paragraphs grouped to ``TEXT_CHARS``.
 """
 
+import hashlib
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -27,13 +30,14 @@ from textkit import normalize
 from . import formats
 from .corpus import Chunk, Document, parse_document, split_front_matter
 from .formats import Extracted, Limits, Refused, Unit
-from .store import DocumentStore
+from .store import DocumentStore, SourceFile, StoredDocument, stored_sources
 
 __all__ = [
     "ARTICLE_CHARS",
     "TEXT_CHARS",
     "Failure",
     "Report",
+    "Skipped",
     "discover",
     "extracted_document",
     "ingest",
@@ -358,16 +362,38 @@ def discover(paths: Iterable[Path | str]) -> list[Path]:
 
 @dataclass(frozen=True, slots=True)
 class Failure:
+    """A file refused, and why."""
+
     path: Path
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A file not read because the index holds it unchanged: stored from a file of the same name and bytes."""
+
+    path: Path
+    doc_id: str
+    chunks: int  # as stored
+
+
 @dataclass
 class Report:
-    """What an ingest run did: the documents it stored and the files it refused, each with the reason."""
+    """What an ingest run did: the documents it stored, the files it skipped as unchanged and the files it
+    refused, each with the reason."""
 
     documents: list[Document] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of the file's bytes (hex), read in blocks: a file over the size limit is still hashed cheaply."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def ingest_files(
@@ -377,44 +403,90 @@ def ingest_files(
     index_path: Path | str | None = None,
     progress: bool = False,
     limits: Limits | None = None,
-    on_file: Callable[[Path, Document | None, str | None], None] | None = None,
+    force: bool = False,
+    on_file: Callable[[Path, Document | Skipped | Failure], None] | None = None,
 ) -> Report:
     """Parse ``paths`` into ``collection`` and store every file that could be read; the others are reported.
 
-    Re-ingesting a file replaces its document (same collection and doc_id). ``progress`` shows a tqdm bar on
-    stderr (only when stderr is a terminal); ``on_file(path, document, reason)`` hears of each file as it is done.
+    Re-ingesting a file replaces its document (same collection and doc_id). A file the index holds unchanged (a
+    document of ``collection`` stored from a file of the same name and sha256, see ``stored_sources``) is skipped
+    without being read, unless ``force``. ``progress`` shows a tqdm bar counting the files on stderr, with the
+    PDF pages read so far (only when stderr is a terminal); ``on_file(path, outcome)`` hears of each file as it
+    is done: the document stored, the file skipped, or the failure.
     """
     if not COLLECTION_NAME.match(collection):
         raise ValueError(f"invalid collection name {collection!r}")
-    files: Iterable[Path] = discover(paths)
-    if progress:
-        # Imported lazily: serving never needs it (the mcp 1.x compatibility venv does not even install it).
-        from tqdm import tqdm
-
-        files = tqdm(files, desc=f"ingest {collection}", unit="file", file=sys.stderr, disable=not sys.stderr.isatty())
-    parsed: dict[str, tuple[Document, str]] = {}
+    files = discover(paths)
+    stored = {} if force else stored_sources(index_path, collection)
+    parsed: dict[str, tuple[Document, SourceFile]] = {}
+    seen: dict[str, Path] = {}  # doc_id -> the file of this run it comes from
     report = Report()
-    for file in files:
-        reason = None
-        try:
-            doc = parse_file(file, collection, limits)
-            if not doc.chunks:
-                raise Refused("no text to index")
-            if doc.doc_id in parsed:
-                raise Refused(f"doc_id {doc.doc_id!r} also comes from {parsed[doc.doc_id][1]}")
-        except (OSError, ValueError) as exc:  # Refused is a ValueError; OSError: unreadable file
-            reason = str(exc) or type(exc).__name__
-            report.failures.append(Failure(file, reason))
-            doc = None
-        else:
-            parsed[doc.doc_id] = (doc, str(file.resolve()))
-        if on_file is not None:
-            on_file(file, doc, reason)
+    pages = 0
+    with _progress_bar(len(files), collection, progress) as bar:
+        for file in files:
+            outcome = _ingest_one(file, collection, limits, stored, seen)
+            if isinstance(outcome, Failure):
+                report.failures.append(outcome)
+            elif isinstance(outcome, Skipped):
+                report.skipped.append(outcome)
+                seen[outcome.doc_id] = file
+            else:
+                document, _ = outcome
+                parsed[document.doc_id] = outcome
+                seen[document.doc_id] = file
+                pages += _page_count(document)
+            if on_file is not None:
+                on_file(file, outcome[0] if isinstance(outcome, tuple) else outcome)
+            bar.set_postfix(pages=pages, refresh=False)
+            bar.update()
     if parsed:
         with DocumentStore(index_path) as store:
             store.save(parsed.values())
     report.documents = [doc for doc, _ in parsed.values()]
     return report
+
+
+def _progress_bar(total: int, collection: str, wanted: bool):  # -> tqdm; not annotated: tqdm is imported lazily
+    """A tqdm bar on stderr counting the documents of a run, drawn when ``wanted`` and stderr is a terminal
+    (else a disabled bar, which does nothing)."""
+    # Imported lazily: serving never needs it (the mcp 1.x compatibility venv does not even install it).
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=f"ingest {collection}", unit="doc", file=sys.stderr,
+                disable=not (wanted and sys.stderr.isatty()))
+
+
+def _page_count(document: Document) -> int:
+    """The pages of a document read from a paged source (a PDF records them in its metadata), else 0."""
+    pages = document.metadata.get("pages", "")
+    return int(pages) if document.metadata.get("format") == "pdf" and pages.isdigit() else 0
+
+
+def _ingest_one(
+    file: Path,
+    collection: str,
+    limits: Limits | None,
+    stored: Mapping[tuple[str, str], StoredDocument],
+    seen: Mapping[str, Path],
+) -> tuple[Document, SourceFile] | Skipped | Failure:
+    """One file of a run: skipped when ``stored`` holds it unchanged, else parsed; refused when it cannot be
+    read, holds no text, or gives the doc_id of another file of the run (``seen``)."""
+    outcome: tuple[Document, SourceFile] | Skipped
+    try:
+        sha256 = file_sha256(file)
+        unchanged = stored.get((file.name, sha256))
+        if unchanged is not None:
+            doc_id, outcome = unchanged.doc_id, Skipped(file, unchanged.doc_id, unchanged.chunks)
+        else:
+            doc = parse_file(file, collection, limits)
+            if not doc.chunks:
+                raise Refused("no text to index")
+            doc_id, outcome = doc.doc_id, (doc, SourceFile(os.path.abspath(file), sha256))
+        if doc_id in seen:
+            raise Refused(f"doc_id {doc_id!r} also comes from {seen[doc_id].resolve()}")
+    except (OSError, ValueError) as exc:  # Refused is a ValueError; OSError: unreadable file
+        return Failure(file, str(exc) or type(exc).__name__)
+    return outcome
 
 
 def ingest(
@@ -426,8 +498,11 @@ def ingest(
     limits: Limits | None = None,
 ) -> list[Document]:
     """``ingest_files`` for callers that expect every file to be read: the documents stored, or ``ValueError``
-    naming each refused file and its reason (the files that could be read are stored all the same)."""
-    report = ingest_files(paths, collection, index_path=index_path, progress=progress, limits=limits)
+    naming each refused file and its reason (the files that could be read are stored all the same).
+
+    Every file is read, unchanged or not (``force``): the caller gets the document of each file as this code
+    reads it, never a stored copy it did not check."""
+    report = ingest_files(paths, collection, index_path=index_path, progress=progress, limits=limits, force=True)
     if report.failures:
         raise ValueError("; ".join(f"{f.path}: {f.reason}" for f in report.failures))
     return report.documents

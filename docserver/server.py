@@ -98,6 +98,9 @@ def _source(hit: Hit) -> dict[str, Any]:
             "doc_id": document.doc_id,
             "chunk_index": chunk.chunk_index,
             "section": chunk.section,
+            # the page(s) of a paged source (PDF) the passage stands on, 1-based; absent for other documents
+            **({"page": chunk.page} if chunk.page is not None else {}),
+            **({"page_end": chunk.page_end} if chunk.page_end is not None else {}),
             "kind": document.kind,
             # Raw BM25 score and query-term coverage: lets a client decline what the corpus cannot answer.
             "score": round(hit.score, 4),

@@ -15,9 +15,11 @@ Only parsed documents and chunks are stored; the BM25 statistics are rebuilt
 in memory at start-up and whenever a running server sees the file change (they
 depend on the whole corpus, including the bundled one, and take well under a
 second), so a restart re-reads this file but never re-parses a source file.  Documents are keyed by
-(collection, doc_id): saving a document again replaces all its chunks.
+(collection, doc_id): saving a document again replaces all its chunks.  Each document records the file it came
+from, the sha256 of that file's bytes and when it was stored, so an ingest can skip a file it has stored
+unchanged (``stored_sources``) and ``python -m docserver list`` can say what is in the file (``list_stored``).
 
-Every save also bumps a generation counter (table ``meta``) in the same transaction, so a running
+Every save and every removal also bumps a generation counter (table ``meta``) in the same transaction, so a running
 server can tell cheaply that another process changed the file (``index_version``, ``live.py``).
 The table was added without a schema version change: files written before it work as generation 0,
 and code from before it reads (and writes) files that have it.
@@ -26,9 +28,10 @@ and code from before it reads (and writes) files that have it.
 import json
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from stat import S_ISREG
 
@@ -39,11 +42,15 @@ __all__ = [
     "DocumentStore",
     "IndexSchemaError",
     "IndexVersion",
+    "SourceFile",
+    "StoredDocument",
     "default_index_path",
     "index_version",
+    "list_stored",
     "load_documents",
     "load_snapshot",
     "resolve_index_path",
+    "stored_sources",
 ]
 
 INDEX_ENV = "DOCSERVER_INDEX"
@@ -62,6 +69,8 @@ CREATE TABLE IF NOT EXISTS documents (
     disclaimer TEXT,
     metadata   TEXT NOT NULL,  -- JSON object of strings (front matter)
     source     TEXT,           -- the file it was ingested from
+    sha256     TEXT,           -- of that file's bytes
+    ingested_at TEXT,          -- when it was stored: UTC, ISO 8601
     PRIMARY KEY (collection, doc_id)
 );
 CREATE TABLE IF NOT EXISTS chunks (
@@ -79,7 +88,7 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
-    value INTEGER NOT NULL  -- 'generation': bumped by every save
+    value INTEGER NOT NULL  -- 'generation': bumped by every save and removal
 );
 """
 _BUMP_GENERATION = (
@@ -136,7 +145,10 @@ def _check_version(connection: sqlite3.Connection, path: Path) -> None:
 
 # Columns added after a table was first written: a file without them is read (as NULL) and, when written, migrated
 # (ALTER TABLE ... ADD COLUMN), so no index needs re-ingesting for them.
-_ADDED_COLUMNS = {"chunks": {"page": "INTEGER", "page_end": "INTEGER"}}
+_ADDED_COLUMNS = {
+    "chunks": {"page": "INTEGER", "page_end": "INTEGER"},
+    "documents": {"sha256": "TEXT", "ingested_at": "TEXT"},
+}
 
 
 def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
@@ -247,6 +259,101 @@ def load_documents(index_path: Path | str | None = None) -> list[Document]:
     return load_snapshot(index_path)[1]
 
 
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """The file a document was read from: its absolute path as named (a symlink not resolved: its name is what the
+    doc_id comes from) and the sha256 of its bytes (hex)."""
+
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """What ``python -m docserver list`` shows of a stored document, without reading its chunks' text.
+
+    ``source``, ``sha256`` and ``ingested_at`` are None for a document saved without a source file, and the last
+    two for one saved before those columns existed."""
+
+    collection: str
+    doc_id: str
+    title: str
+    kind: str | None
+    pages: int | None  # of a paged source (PDF)
+    chunks: int
+    source: str | None
+    sha256: str | None
+    ingested_at: str | None
+
+
+def _pages(metadata: str) -> int | None:
+    """The page count a PDF reader recorded in the document's metadata (a string of digits), else None."""
+    pages = json.loads(metadata).get("pages")
+    return int(pages) if isinstance(pages, str) and pages.isdigit() else None
+
+
+def _stored(connection: sqlite3.Connection, collection: str | None) -> list[StoredDocument]:
+    columns = _select(connection, "documents", "collection, doc_id, title, kind, metadata, source, sha256, ingested_at")
+    rows = connection.execute(
+        f"SELECT {columns}, (SELECT COUNT(*) FROM chunks c "
+        "WHERE c.collection = documents.collection AND c.doc_id = documents.doc_id) "
+        "FROM documents WHERE ?1 IS NULL OR collection = ?1 ORDER BY collection, doc_id",
+        (collection,),
+    )
+    return [
+        StoredDocument(name, doc_id, title, kind, _pages(metadata), chunks, source, sha256, ingested_at)
+        for name, doc_id, title, kind, metadata, source, sha256, ingested_at, chunks in rows
+    ]
+
+
+def list_stored(index_path: Path | str | None = None, collection: str | None = None) -> list[StoredDocument]:
+    """The stored documents (of ``collection``, else all), by collection and doc_id; ``[]`` when the index file
+    does not exist (it is never created here)."""
+    path = resolve_index_path(index_path)
+    if _stat(path) is None:
+        return []
+    with closing(_connect_read_only(path)) as connection:
+        _check_version(connection, path)
+        return _stored(connection, collection)
+
+
+def stored_sources(index_path: Path | str | None, collection: str) -> dict[tuple[str, str], StoredDocument]:
+    """The documents of ``collection`` stored with a content hash, by (file name, sha256) of their source file.
+
+    A document's doc_id and text follow from its file's name and bytes alone, so a file with the same name and
+    sha256 as a stored document's source would be read into that same document again (as long as the readers
+    do not change: ``ingest --force`` re-reads).  ``{}`` when the index file does not exist (not created here).
+    """
+    return {(Path(d.source).name, d.sha256): d for d in list_stored(index_path, collection) if d.source and d.sha256}
+
+
+def _locate(connection: sqlite3.Connection, doc_ids: Sequence[str], collection: str | None) -> list[tuple[str, str]]:
+    """The (collection, doc_id) of each of ``doc_ids``, or ``ValueError`` naming the unknown and ambiguous ones."""
+    keys: list[tuple[str, str]] = []
+    unknown: list[str] = []
+    ambiguous: list[str] = []
+    for doc_id in dict.fromkeys(doc_ids):
+        holders = [row[0] for row in connection.execute(
+            "SELECT collection FROM documents WHERE doc_id = ?1 AND (?2 IS NULL OR collection = ?2) ORDER BY collection",
+            (doc_id, collection),
+        )]
+        if not holders:
+            unknown.append(repr(doc_id))
+        elif len(holders) > 1:
+            ambiguous.append(f"{doc_id!r} is in collections {', '.join(holders)}")
+        else:
+            keys.append((holders[0], doc_id))
+    problems = []
+    if unknown:
+        where = f"in collection {collection!r}" if collection is not None else "in the index"
+        problems.append(f"no document {', '.join(unknown)} {where}")
+    if ambiguous:
+        problems.append("; ".join(ambiguous) + ": name the collection")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return keys
+
+
 class DocumentStore:
     """Read-write access to the index file, created (with its folder) when missing."""
 
@@ -261,15 +368,18 @@ class DocumentStore:
         self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self._db.commit()
 
-    def save(self, documents: Iterable[tuple[Document, str | None]]) -> None:
+    def save(self, documents: Iterable[tuple[Document, SourceFile | None]]) -> None:
         """Store ``(document, source file)`` pairs in one transaction, replacing earlier versions, and
-        bump the generation in the same transaction (running servers reload on it, see ``live.py``)."""
+        bump the generation in the same transaction (running servers reload on it, see ``live.py``).
+        Each document is stamped with the time of this save (UTC)."""
+        ingested_at = datetime.now(UTC).isoformat(timespec="seconds")
         with self._db as db:  # commits, or rolls back on an exception
             db.execute(_BUMP_GENERATION)
             for doc, source in documents:
                 db.execute("DELETE FROM documents WHERE collection = ? AND doc_id = ?", (doc.collection, doc.doc_id))
                 db.execute(
-                    "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO documents (collection, doc_id, title, year, url, kind, language, disclaimer, "
+                    "metadata, source, sha256, ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         doc.collection,
                         doc.doc_id,
@@ -280,7 +390,9 @@ class DocumentStore:
                         doc.language,
                         doc.disclaimer,
                         json.dumps(dict(doc.metadata), ensure_ascii=False, sort_keys=True),
-                        source,
+                        source.path if source else None,
+                        source.sha256 if source else None,
+                        ingested_at,
                     ),
                 )
                 db.executemany(
@@ -289,6 +401,19 @@ class DocumentStore:
                     [(c.collection, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end)
                      for c in doc.chunks],
                 )
+
+    def remove(self, doc_ids: Sequence[str], collection: str | None = None) -> list[tuple[str, str]]:
+        """Delete the documents ``doc_ids`` (of ``collection``, else of whichever collection holds each) with
+        their chunks, bumping the generation in the same transaction; the (collection, doc_id) pairs removed.
+
+        All or nothing: ``ValueError`` naming every doc_id that is not stored, or (without ``collection``) that
+        several collections hold, and then nothing is removed."""
+        with self._db as db:  # commits, or rolls back on an exception
+            db.execute("BEGIN IMMEDIATE")  # the look-ups and the deletes see one state of the file
+            keys = _locate(db, doc_ids, collection)
+            db.execute(_BUMP_GENERATION)
+            db.executemany("DELETE FROM documents WHERE collection = ? AND doc_id = ?", keys)  # chunks cascade
+        return keys
 
     def documents(self) -> list[Document]:
         return _read(self._db)

@@ -22,6 +22,8 @@ class Evidence(BaseModel):
     url: str = ""
     year: int | None = None
     section: str = ""
+    page: int | None = None  # the page of a paged source (PDF) it starts on, 1-based
+    page_end: int | None = None  # and the one it ends on, when it runs over a page break
     relevance: float = 0.0
     summary: bool = False  # a paraphrase, not the official text of the source
     withheld: int = 0  # sentences addressed to the model taken out of it (`graph.text.injection.screen`)

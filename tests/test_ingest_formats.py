@@ -75,6 +75,7 @@ def test_pdf_chunks_name_their_pages_and_drop_running_headers() -> None:
     assert all(pages), [c.section for c in doc.chunks if not re.search(r"pp?\. \d", c.section)]
     assert all(int(m.group(2)) == int(m.group(1)) + 1 for m in pages if m.group(2))  # a break, said as "pp. 6-7"
     assert max(int(m.group(1)) for m in pages) >= 20
+    assert any(c.section.startswith("II. ACCEPTANCE CRITERIA, p. ") for c in doc.chunks)  # numbered capitals
     assert all(len(c.text) <= TEXT_CHARS for c in doc.chunks)
     firsts = [c.text.splitlines()[0] for c in doc.chunks]
     assert max(firsts.count(line) for line in firsts) <= 2  # no running header opening every page's chunk

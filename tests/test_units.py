@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app.settings import ROOT, Settings
-from graph.answer.ledger import CitationFilter, Ledger, clean_citations
+from graph.answer.ledger import CitationFilter, Ledger, clean_citations, page_label, pages_read
 from graph.answer.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
 from graph.clients.mcp_client import ToolOutput, parse_document_list, to_evidence
 from graph.collections import load_catalog
@@ -543,3 +543,31 @@ def test_a_model_reads_few_documents_for_a_question_about_one_thing(kind: str, p
 
     route = Route(query_type=kind, collections=["a", "b"], reason="test", preferred=preferred)
     assert answer_documents(route, PipelineConfig(ledger_limit=12, focus_documents=5), model) == documents
+
+
+def _passage(title: str, page: int | None, page_end: int | None = None) -> Evidence:
+    return Evidence(id=f"c/{title}#{page}", collection="c", doc_id=title, title=title, text="t", page=page,
+                    page_end=page_end)
+
+
+@pytest.mark.parametrize(
+    ("page", "page_end", "label"),
+    [(None, None, ""), (6, None, "p. 6"), (6, 6, "p. 6"), (6, 7, "pp. 6-7"), (1, 12, "pp. 1-12")],
+)
+def test_page_label(page: int | None, page_end: int | None, label: str) -> None:
+    assert page_label(_passage("Rapport", page, page_end)) == label
+
+
+@pytest.mark.parametrize(
+    ("passages", "line"),
+    [
+        ([], ""),
+        ([_passage("Samenvatting", None)], ""),
+        ([_passage("SRP", 14), _passage("SRP", 6, 7), _passage("Memo", 2)], "SRP (p. 14, pp. 6-7); Memo (p. 2)"),
+        ([_passage("SRP", 3), _passage("SRP", 3), _passage("Memo", 1)], "SRP (p. 3); Memo (p. 1)"),
+        ([_passage("A", None), _passage("B", 1), _passage("C", 2), _passage("D", 3), _passage("E", 4)],
+         "B (p. 1); C (p. 2); D (p. 3)"),  # the first three passages with pages
+    ],
+)
+def test_pages_read(passages: list[Evidence], line: str) -> None:
+    assert pages_read(passages) == line

@@ -53,6 +53,7 @@ _FILE_TITLE = re.compile(
     re.IGNORECASE,
 )
 _PDF_DATE = re.compile(r"^D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?")
+_NUMBERED_CAPS = re.compile(r"^(?:[IVXLC]{1,5}|\d{1,2}(?:\.\d{1,2})*|[A-Z])\.\s+[A-Z][A-Z]+(?:\s+[A-Z&/-]+)+$")
 _WORD = re.compile(r"[^\W\d_]{4,}")
 
 
@@ -497,6 +498,8 @@ def _heading_level(paragraph: _Paragraph, text: str, body: float) -> float | Non
         return paragraph.size
     if all(line.bold for line in paragraph.lines) and paragraph.size >= 0.95 * body:
         return body + 0.05
+    if _NUMBERED_CAPS.match(text) and text.upper() == text and paragraph.size >= 0.95 * body:
+        return body + 0.05  # "II. ACCEPTANCE CRITERIA": a numbered heading in capitals, not set in bold
     return None
 
 

@@ -39,6 +39,8 @@ class SourceFound:
     evidence_id: str
     snippet: str = ""
     year: int | None = None
+    page: int | None = None  # the first page of a paged source the cited passage stands on (1-based)
+    pages: str = ""  # where it stands, as a reader says it: "p. 6", "pp. 6-7" ("" without pages)
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,6 +223,23 @@ def _document_entry(parts: list[Evidence]) -> Evidence:
     return first.model_copy(update={"text": text, "section": sections, "relevance": max(p.relevance for p in parts)})
 
 
+def page_label(e: Evidence) -> str:
+    """Where in a paged source the passage stands: "p. 6", "pp. 6-7", or "" for a document without pages."""
+    if e.page is None:
+        return ""
+    return f"pp. {e.page}-{e.page_end}" if e.page_end and e.page_end != e.page else f"p. {e.page}"
+
+
+def pages_read(evidence: Iterable[Evidence], limit: int = 3) -> str:
+    """The documents and pages of the first `limit` passages that stand on pages, for the think block, each
+    document once with its pages in the order found ("SRP 5.2.3 (p. 14, pp. 6-7); Rapport (p. 2)"); "" when none
+    of them comes from a paged source."""
+    pages: dict[str, list[str]] = {}
+    for e in [e for e in evidence if e.page is not None][:limit]:
+        pages.setdefault(e.title, []).append(page_label(e))
+    return "; ".join(f"{title} ({', '.join(dict.fromkeys(labels))})" for title, labels in pages.items())
+
+
 def _without_header(e: Evidence) -> str:
     """The passage without the "[Title — Section]" line servers put first to make a chunk self-describing: the
     block's own head already says it, and a line in brackets reads to a small model like a citation."""

@@ -31,6 +31,7 @@ _LINES: dict[str, dict[Language, str]] = {
     "documents": {"nl": "{coll}: documenten {titles}", "en": "{coll}: documents {titles}"},
     "no_documents": {"nl": "Geen documenttitels gevonden; zoeken in de tekst", "en": "No matching document titles; searching the text"},
     "reading": {"nl": "Document lezen: {title}", "en": "Reading document: {title}"},
+    "pages_read": {"nl": "{coll}: gelezen {where}", "en": "{coll}: read {where}"},
     "cached": {"nl": "Deze vraag is eerder gesteld: antwoord uit de cache", "en": "This question was asked before: answer from the cache"},
     "rewritten": {"nl": "Vervolgvraag gelezen als: {question}", "en": "Follow-up read as: {question}"},
     "not_found": {

@@ -94,6 +94,11 @@ def _year(value: Any) -> int | None:
         return None
 
 
+def _page(value: Any) -> int | None:
+    """A 1-based page number from a result's metadata (absent, or not a positive whole number: None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
     """Typed evidence with stable ids `collection/doc_id#n`; chunk i belongs to source i."""
     evidence: list[Evidence] = []
@@ -116,6 +121,8 @@ def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
                 url=str(meta.get("url") or ""),
                 year=_year(meta.get("year")),
                 section=str(meta.get("section") or ""),
+                page=_page(meta.get("page")),
+                page_end=_page(meta.get("page_end")),
                 relevance=float(source.get("relevance") or 0.0),
                 summary=str(meta.get("kind") or "").lower() == "summary",
             )

@@ -6,6 +6,7 @@ from langgraph.runtime import Runtime
 
 from graph.answer import messages
 from graph.answer.events import Step, degrade, emit
+from graph.answer.ledger import pages_read
 from graph.clients.mcp_client import DocumentError
 from graph.context import Context
 from graph.models import Evidence
@@ -23,6 +24,8 @@ async def deep_read(state: State, runtime: Runtime[Context]) -> dict:
         emit(Step(messages.line("reading", language, title=best["title"])))
         try:
             evidence = await ctx.docs.read_document(best["collection"], best["doc_id"], route.search_query)
+            if where := pages_read(evidence):
+                emit(Step(messages.line("pages_read", language, coll=ctx.display(best["collection"]), where=where)))
         except DocumentError as exc:
             degrade("documents", messages.line("failed", language, coll=best["title"], error=exc))
     # the best title match may not be the whole story: the routed collections are searched as well

@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 
 from graph.answer import messages
 from graph.answer.events import Step, SubAgentStatus, degrade, emit
-from graph.answer.ledger import FactsReply, Ledger
+from graph.answer.ledger import FactsReply, Ledger, pages_read
 from graph.clients.mcp_client import DocumentError
 from graph.context import Context
 from graph.models import Evidence, Fact, Outcome, ResearchTask, Usage
@@ -107,6 +107,8 @@ async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchO
     # what the sub-agent keeps, without sentences addressed to the model (before any prompt or quote is built)
     evidence = screen(focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3 + 3 * len(task.extra)))
     outcome = Outcome(task_id=task.id, collection=task.collection)
+    if where := pages_read(evidence):
+        emit(Step(messages.line("pages_read", language, coll=task.label, where=where)))
     if not task.condense or not evidence:
         emit(Step(messages.line("found" if evidence else "none_found", language, coll=task.label, n=len(evidence))))
         emit(SubAgentStatus(task.label, "done", str(len(evidence))))

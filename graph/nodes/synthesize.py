@@ -24,7 +24,7 @@ from graph.answer.events import (
     degrade,
     emit,
 )
-from graph.answer.ledger import Ledger, answer_order, cut_at_word, fence_rule
+from graph.answer.ledger import Ledger, answer_order, cut_at_word, fence_rule, page_label
 from graph.clients.llm import LLMError, StreamEnd
 from graph.config import PipelineConfig
 from graph.context import Context
@@ -189,7 +189,8 @@ async def answer_as_json(state: State, ctx: Context, ledger: Ledger, gaps: list[
 
 
 def source_found(shown: int, e: Evidence) -> SourceFound:
-    return SourceFound(shown, e.title, e.collection, e.url, e.id, cut_at_word(e.text, PREVIEW_CHARS), e.year)
+    return SourceFound(shown, e.title, e.collection, e.url, e.id, cut_at_word(e.text, PREVIEW_CHARS), e.year, e.page,
+                       page_label(e))
 
 
 ANSWER_BLOCKS = ("evidence", "documents", "gaps", "facts", "sides")  # an answer prompt's variable blocks
