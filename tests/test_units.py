@@ -545,7 +545,7 @@ def test_a_model_reads_few_documents_for_a_question_about_one_thing(kind: str, p
     assert answer_documents(route, PipelineConfig(ledger_limit=12, focus_documents=5), model) == documents
 
 
-def _passage(title: str, page: int | None, page_end: int | None = None) -> Evidence:
+def _paged(title: str, page: int | None, page_end: int | None = None) -> Evidence:
     return Evidence(id=f"c/{title}#{page}", collection="c", doc_id=title, title=title, text="t", page=page,
                     page_end=page_end)
 
@@ -555,17 +555,17 @@ def _passage(title: str, page: int | None, page_end: int | None = None) -> Evide
     [(None, None, ""), (6, None, "p. 6"), (6, 6, "p. 6"), (6, 7, "pp. 6-7"), (1, 12, "pp. 1-12")],
 )
 def test_page_label(page: int | None, page_end: int | None, label: str) -> None:
-    assert page_label(_passage("Rapport", page, page_end)) == label
+    assert page_label(_paged("Rapport", page, page_end)) == label
 
 
 @pytest.mark.parametrize(
     ("passages", "line"),
     [
         ([], ""),
-        ([_passage("Samenvatting", None)], ""),
-        ([_passage("SRP", 14), _passage("SRP", 6, 7), _passage("Memo", 2)], "SRP (p. 14, pp. 6-7); Memo (p. 2)"),
-        ([_passage("SRP", 3), _passage("SRP", 3), _passage("Memo", 1)], "SRP (p. 3); Memo (p. 1)"),
-        ([_passage("A", None), _passage("B", 1), _passage("C", 2), _passage("D", 3), _passage("E", 4)],
+        ([_paged("Samenvatting", None)], ""),
+        ([_paged("SRP", 14), _paged("SRP", 6, 7), _paged("Memo", 2)], "SRP (p. 14, pp. 6-7); Memo (p. 2)"),
+        ([_paged("SRP", 3), _paged("SRP", 3), _paged("Memo", 1)], "SRP (p. 3); Memo (p. 1)"),
+        ([_paged("A", None), _paged("B", 1), _paged("C", 2), _paged("D", 3), _paged("E", 4)],
          "B (p. 1); C (p. 2); D (p. 3)"),  # the first three passages with pages
     ],
 )
