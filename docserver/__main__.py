@@ -72,6 +72,9 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="no progress bar, no line per document and no summary (refusals still)")
     parser.add_argument("--force", action="store_true",
                         help="read unchanged files again too (say, after a reader improved)")
+    parser.add_argument("--base-url", metavar="URL",
+                        help="where these files are published (e.g. an intranet folder): a document without a URL of "
+                        "its own links to URL/<file name>, a PDF passage to its page (#page=N); answers cite it")
     limits = parser.add_argument_group("limits for untrusted files (a file beyond one is refused)")
     limits.add_argument("--max-mb", type=float, default=defaults.max_bytes / 2**20, help="file size (%(default)g)")
     limits.add_argument("--max-pages", type=int, default=defaults.max_pages, help="PDF pages (%(default)s)")
@@ -117,7 +120,7 @@ def ingest_main(argv: Sequence[str]) -> int:
 
     try:
         report = ingest_files(args.paths, args.collection, index_path=args.index, progress=bar, limits=limits,
-                              force=args.force, on_file=tell)
+                              force=args.force, base_url=args.base_url, on_file=tell)
     except _INDEX_ERRORS as exc:
         print(f"ingest failed: {exc}", file=sys.stderr)
         return 1

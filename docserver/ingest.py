@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import quote
 
 from textkit import normalize
 
@@ -295,8 +296,8 @@ def extracted_document(extracted: Extracted, *, collection: str, default_id: str
         return law_document(meta, h1, law_blocks(extracted.units), collection=collection, default_id=default_id,
                             language=language)
     title = extracted.title or default_title
-    language = extracted.language or detect_language("\n".join(u.text for u in extracted.units))
-    language = language if language in ("nl", "en") else detect_language("\n".join(u.text for u in extracted.units))
+    stated = (extracted.language or "")[:2].lower()  # "nl-NL" from an HTML lang attribute is Dutch
+    language = stated if stated in ("nl", "en") else detect_language("\n".join(u.text for u in extracted.units))
     url = meta.get("url") or meta.get("bron") or None
     dates = [meta.get(k, "") for k in ("date", "created", "creationdate", "creation_date", "modified")]
     return Document(
@@ -396,6 +397,13 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def published_at(doc: Document, url: str) -> Document:
+    """``doc`` as published at ``url``: a chunk that stands on a page links to it (``url#page=N``, which browsers'
+    PDF viewers open at that page)."""
+    chunks = tuple(replace(c, url=f"{url}#page={c.page}") if c.page is not None else c for c in doc.chunks)
+    return replace(doc, url=url, chunks=chunks)
+
+
 def ingest_files(
     paths: Sequence[Path | str],
     collection: str,
@@ -404,6 +412,7 @@ def ingest_files(
     progress: bool = False,
     limits: Limits | None = None,
     force: bool = False,
+    base_url: str | None = None,
     on_file: Callable[[Path, Document | Skipped | Failure], None] | None = None,
 ) -> Report:
     """Parse ``paths`` into ``collection`` and store every file that could be read; the others are reported.
@@ -412,7 +421,9 @@ def ingest_files(
     document of ``collection`` stored from a file of the same name and sha256, see ``stored_sources``) is skipped
     without being read, unless ``force``. ``progress`` shows a tqdm bar counting the files on stderr, with the
     PDF pages read so far (only when stderr is a terminal); ``on_file(path, outcome)`` hears of each file as it
-    is done: the document stored, the file skipped, or the failure.
+    is done: the document stored, the file skipped, or the failure. ``base_url``: where the files are published
+    (an intranet folder); a document without a URL of its own gets ``base_url/<file name>``, its PDF chunks
+    ``...#page=N``.
     """
     if not COLLECTION_NAME.match(collection):
         raise ValueError(f"invalid collection name {collection!r}")
@@ -424,7 +435,7 @@ def ingest_files(
     pages = 0
     with _progress_bar(len(files), collection, progress) as bar:
         for file in files:
-            outcome = _ingest_one(file, collection, limits, stored, seen)
+            outcome = _ingest_one(file, collection, limits, stored, seen, base_url)
             if isinstance(outcome, Failure):
                 report.failures.append(outcome)
             elif isinstance(outcome, Skipped):
@@ -468,6 +479,7 @@ def _ingest_one(
     limits: Limits | None,
     stored: Mapping[tuple[str, str], StoredDocument],
     seen: Mapping[str, Path],
+    base_url: str | None = None,
 ) -> tuple[Document, SourceFile] | Skipped | Failure:
     """One file of a run: skipped when ``stored`` holds it unchanged, else parsed; refused when it cannot be
     read, holds no text, or gives the doc_id of another file of the run (``seen``)."""
@@ -481,6 +493,8 @@ def _ingest_one(
             doc = parse_file(file, collection, limits)
             if not doc.chunks:
                 raise Refused("no text to index")
+            if base_url and not doc.url:
+                doc = published_at(doc, f"{base_url.rstrip('/')}/{quote(file.name)}")
             doc_id, outcome = doc.doc_id, (doc, SourceFile(os.path.abspath(file), sha256))
         if doc_id in seen:
             raise Refused(f"doc_id {doc_id!r} also comes from {seen[doc_id].resolve()}")

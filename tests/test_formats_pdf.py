@@ -147,7 +147,8 @@ def test_headings_are_units_and_head_the_units_below_them() -> None:
     assert _unit_with(extracted, "De CT werkt als een soort vergelijkingstool").headings[0] == "2. Essentie voorstel"
 
 
-def test_scanned_pdf_is_refused_for_ocr() -> None:
+def test_scanned_pdf_is_refused_without_ocr(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCSERVER_OCR", "off")  # with OCR (tests/test_formats_ocr.py) the scan is read
     with pytest.raises(Refused, match="no text layer") as refused:
         pdf.read(_shared("nl-blg-1007826-scan-beslisnota-nitraat.pdf"), Limits(), Deadline(60))
     assert "OCR" in str(refused.value)

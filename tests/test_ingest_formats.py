@@ -41,7 +41,11 @@ def test_every_shared_file_ingests_or_is_refused_with_its_reason(index_file: Pat
     ingested = {d.metadata.get("format") or "bwb": d for d in report.documents}
     assert set(refused) <= {SCANNED}, refused
     if SCANNED in refused:  # without OCR: refused with that reason, never indexed empty
-        assert "no text layer" in refused[SCANNED]
+        assert "no text layer" in refused[SCANNED] and "OCR" in refused[SCANNED]
+    else:  # with Tesseract: read by OCR, text on both pages, marked as machine-read
+        scan = next(d for d in report.documents if d.doc_id == "nl-blg-1007826-scan-beslisnota-nitraat-pdf")
+        assert {p for c in scan.chunks if c.text.strip() and c.page for p in range(c.page, (c.page_end or c.page) + 1)} == {1, 2}
+        assert scan.metadata["ocr_pages"] == "1, 2" and scan.metadata["ocr"].startswith("tesseract ")
     assert {"pdf", "docx", "odt", "html", "op", "bwb"} <= set(ingested)
     for doc in report.documents:
         assert doc.chunks and all(c.text.strip() for c in doc.chunks), doc.doc_id

@@ -29,13 +29,15 @@ COLLECTION = {"name": "nrc", "display_name": "NRC", "focus": "US NRC Standard Re
               "keywords": ["nrc", "nureg", "review plan"], "language": "en"}
 QUESTION = "According to the NRC review plan, how is the fracture toughness of ferritic materials tested?"
 PAGE = re.compile(r"\bpp?\. (\d+)(?:-(\d+))?")
+BASE_URL = "https://intranet.example/srp/"  # where the operator publishes the files (`ingest --base-url`)
 
 
 @pytest.fixture(scope="module")
 def nrc_docserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     index = tmp_path_factory.mktemp("nrc") / "index.sqlite3"
     ingest = subprocess.run([sys.executable, "-m", "docserver", "ingest", str(PDF), "--collection", "nrc", "--index",
-                             str(index), "--quiet"], capture_output=True, text=True, timeout=120, check=False)
+                             str(index), "--quiet", "--base-url", BASE_URL], capture_output=True, text=True,
+                            timeout=120, check=False)
     assert ingest.returncode == 0, ingest.stderr
     with ServerThread(create_docserver(index_path=index)) as server:
         yield server.base_url + "/mcp"
@@ -79,8 +81,14 @@ def check_pages(think: str, answer: str, payloads: list[dict]) -> None:
         page = int(PAGE.search(event["source"]["name"]).group(1))
         assert event["metadata"][0]["page"] == page - 1  # Open WebUI counts pages from 0
     final = [p for p in payloads if p.get("search_results")][-1]
-    pages = [r["page"] for r in final["search_results"] if "NUREG-0800" in r["title"]]
-    assert pages and all(isinstance(p, int) and p >= 1 for p in pages), final["search_results"]
+    results = [r for r in final["search_results"] if "NUREG-0800" in r["title"]]
+    assert results and all(isinstance(r["page"], int) and r["page"] >= 1 for r in results), final["search_results"]
+    for result in results:  # the published file, opened at the page
+        assert result["url"] == f"{BASE_URL}{PDF.name}#page={result['page']}"
+        assert result["url"] in final["citations"]
+    for line in lines:
+        if "NUREG-0800" in line:
+            assert f"{BASE_URL}{PDF.name}#page=" in line
     assert re.search(r"\[\d+\]", text), text
 
 

@@ -66,6 +66,10 @@ class Deadline:
         self.seconds = seconds
         self._end = time.monotonic() + seconds
 
+    def remaining(self) -> float:
+        """Seconds left (0 once spent): what a subprocess run for this file may still take."""
+        return max(0.0, self._end - time.monotonic())
+
     def check(self, where: str = "") -> None:
         if time.monotonic() > self._end:
             raise Refused(f"took longer than {self.seconds:g} s to read" + (f" ({where})" if where else ""))

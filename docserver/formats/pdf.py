@@ -14,9 +14,11 @@ Register draws its footnotes before its body text) and because PDFium's own line
    ends, a change of font size or weight), hyphenated words joined; a paragraph never runs over a page break.
 
 Headings (a short paragraph in a larger or bold font) are a `Unit` of their own and also the last entry of the
-`headings` path of the units after them, so the ingest starts a new chunk there. Files without a text layer,
-encrypted, damaged, too long or too slow to read are refused; `page_needs_ocr` is where an OCR pass hooks in.
-PDFium is not thread-safe, so one lock serialises every read in this process.
+`headings` path of the units after them, so the ingest starts a new chunk there. Pages without a text layer
+(`page_needs_ocr`: scans) are read by OCR when Tesseract is installed (`docserver/formats/ocr.py`; metadata
+`ocr_pages` and `ocr` say so), else read as blank and listed in `pages_without_text`; a PDF with no text layer
+at all is then refused with the reason. Encrypted, damaged, too long or too slow files are refused.
+PDFium is not thread-safe, so one lock serialises every PDFium call in this process (Tesseract runs outside it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from . import ocr
 from .base import Deadline, Extracted, Limits, Refused, Unit
 
 __all__ = ["page_needs_ocr", "read"]
@@ -86,6 +89,18 @@ class _Line:
 
 
 @dataclass(slots=True)
+class _TextLayer:
+    """A PDF as its text layer reads, and the pages without one that `engine` is to read (none without OCR)."""
+
+    units: list[Unit]
+    title: str | None
+    metadata: dict[str, str]
+    pages: int
+    scanned: list[int]
+    engine: ocr.Tesseract | None
+
+
+@dataclass(slots=True)
 class _Paragraph:
     lines: list[_Line]
 
@@ -99,9 +114,16 @@ def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
     _check_complete(data)
     with _LOCK:
         document = _open(data)
-        try:
-            return _read_document(document, limits, deadline)
-        finally:
+    try:
+        with _LOCK:
+            layer = _read_document(document, limits, deadline)
+        units = layer.units if layer.engine is None else _with_ocr(document, layer, layer.engine, deadline)
+        if not units:
+            raise Refused("no text in the PDF")
+        return Extracted(format="pdf", title=layer.title, units=tuple(units), metadata=layer.metadata,
+                         pages=layer.pages)
+    finally:
+        with _LOCK:
             document.close()
 
 
@@ -129,7 +151,7 @@ def _open(data: bytes) -> pdfium.PdfDocument:
         raise Refused("the PDF is damaged and cannot be read") from exc
 
 
-def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadline) -> Extracted:
+def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadline) -> _TextLayer:
     count = len(document)
     if count > limits.max_pages:
         raise Refused(f"the PDF has {count} pages, more than the limit of {limits.max_pages}")
@@ -140,20 +162,60 @@ def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadl
         deadline.check(f"page {number}")
         pages.append(_page_fragments(document, number))
     without_text = [n for n, fragments in enumerate(pages, start=1) if page_needs_ocr(fragments)]
-    if len(without_text) == count:
-        raise Refused(f"scanned PDF: no text layer on any of its {count} pages (it needs OCR to be indexed)")
+    engine, reason = _ocr_engine() if without_text else (None, "")
+    if len(without_text) == count and engine is None:
+        raise Refused(f"scanned PDF: no text layer on any of its {count} pages; {reason}")
+    if engine is not None:  # OCR reads these pages whole, including the few characters of text layer they have
+        scanned = set(without_text)
+        pages = [[] if number in scanned else fragments for number, fragments in enumerate(pages, start=1)]
     pages = _drop_running_lines(pages)
     body = _font_mode([f for fragments in pages for f in fragments])
     paragraphs: list[tuple[int, _Paragraph]] = []
     for number, fragments in enumerate(pages, start=1):
         deadline.check(f"page {number}")
         paragraphs += [(number, p) for p in _paragraphs(_lines(_reading_order(fragments, body)))]
-    units = tuple(_units(paragraphs, body))
-    if not units:
-        raise Refused("no text in the PDF")
+    units = list(_units(paragraphs, body))
     metadata = _metadata(document, count, without_text)
     title = _title(document, [p for number, p in paragraphs if number == 1], body)
-    return Extracted(format="pdf", title=title, units=units, metadata=metadata, pages=count)
+    return _TextLayer(units, title, metadata, count, without_text if engine is not None else [], engine)
+
+
+def _ocr_engine() -> tuple[ocr.Tesseract | None, str]:
+    """The Tesseract that reads pages without a text layer, or None and the reason OCR cannot run."""
+    try:
+        return ocr.tesseract(), ""
+    except ocr.Unavailable as exc:
+        return None, str(exc)
+
+
+def _with_ocr(document: pdfium.PdfDocument, layer: _TextLayer, engine: ocr.Tesseract, deadline: Deadline) -> list[Unit]:
+    """The units of the text layer and, in page order, those OCR reads on the pages without one (they carry the
+    heading path of the text before them); `layer.metadata` then names the machine-read pages and the engine."""
+    read = ocr.read_pages(engine, document, layer.scanned, _LOCK, deadline)
+    by_page: dict[int | None, list[Unit]] = {}
+    for unit in layer.units:
+        by_page.setdefault(unit.page, []).append(unit)
+    units: list[Unit] = []
+    for number in range(1, layer.pages + 1):
+        if number in read.paragraphs:
+            headings = units[-1].headings if units else ()
+            units += [Unit(text, page=number, headings=headings) for text in read.paragraphs[number]]
+        else:
+            units += by_page.get(number, [])
+    machine_read = [number for number, paragraphs in read.paragraphs.items() if paragraphs]
+    if not units and len(layer.scanned) == layer.pages:
+        raise Refused(f"scanned PDF: OCR ({engine.name}) found no readable text on any of its "
+                      f"{layer.pages} pages")
+    blank = [number for number in layer.scanned if number not in machine_read]
+    layer.metadata.pop("pages_without_text", None)
+    if blank:
+        layer.metadata["pages_without_text"] = ", ".join(map(str, blank))
+    if machine_read:
+        layer.metadata["ocr_pages"] = ", ".join(map(str, machine_read))
+        layer.metadata["ocr"] = engine.name
+    if read.reduced:
+        layer.metadata["ocr_reduced_resolution_pages"] = ", ".join(map(str, read.reduced))
+    return units
 
 
 # --- characters to fragments ------------------------------------------------------------------------------------
