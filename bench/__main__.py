@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios
+from bench import scale, scenarios
 from bench.harness import (
     ROOT,
     TOKEN_DELAY_S,
@@ -207,9 +207,16 @@ async def _security(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Nam
         data["security"] = await scenarios.security_overhead(lab, sizes["security_requests"])
 
 
+async def _scale(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 10: ingest, index update, search and memory on a generated corpus of 2,000 PDF pages"""
+    size = scale.SMOKE if args.smoke else scale.FULL
+    with section(data, f"Scale: {size.pages} PDF pages, {size.chunks} chunks (section 10)"):
+        data["scale"] = await asyncio.to_thread(scale.measure, lab.work, size)
+
+
 # --only's names, in the order a run takes them
 PARTS = {"latency": _latency, "speedup": _speedup, "relay": _relay, "mcp": _mcp, "cache": _cache, "sweep": _sweep,
-         "security": _security}
+         "security": _security, "scale": _scale}
 
 
 def main(argv: list[str] | None = None) -> int:

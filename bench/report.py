@@ -15,6 +15,7 @@ from typing import Any
 
 from app.settings import Settings
 from bench.harness import percentile
+from bench.scale import summary as scale_summary
 from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, RELAY, SETTLE_S, CpuTally, Measured
 
 
@@ -36,6 +37,10 @@ TARGETS = {
     "rss_mb": 400.0,
     "cache_hit_ms": 20.0,
     "security_ms": 2.0,  # access check + instruction filter per request, p50
+    "scale_pages_per_s": 20.0,  # PDF ingest on one core
+    "scale_reload_s": 1.0,  # a running server's index brought up to date after one more document
+    "scale_search_p95_ms": 50.0,
+    "scale_rss_mb": 1024.0,  # the process holding the 20,000-chunk index
 }
 EARLIER_CALLS = {"factual": 3, "comparative": 11}
 NOISY = 0.25  # other processes' CPU (share of one core) above which a measurement is called disturbed
@@ -52,6 +57,7 @@ SECTIONS = (
     "## 7. Response cache",
     "## 8. Service CPU per streamed request vs a bare relay",
     "## 9. Access check and instruction filter",
+    "## 10. Past a sample corpus: ingest, index update, search, memory",
     "## What the numbers show",
 )
 RELAY_ROW = "Service CPU per streamed request vs bare relay"  # the headline row of section 8
@@ -137,7 +143,25 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
         for backend, hit in out["cache_hit"].items():
             out["checks"].append((f"Cache hit ({backend}), p50", f"< {t['cache_hit_ms']:.0f} ms",
                                   f"{hit * 1000:.1f} ms", hit * 1000 < t["cache_hit_ms"]))
+    if "scale" in data:
+        out["checks"] += scale_checks(data["scale"])
     return out
+
+
+def scale_checks(scale: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
+    """Section 10's four targets, on the corpus size that ran."""
+    t, s, probe = TARGETS, scale_summary(scale), scale["probe"]
+    chunks = f"{probe['chunks']:,}-chunk index"
+    return [
+        ("PDF ingest on one core", f"≥ {t['scale_pages_per_s']:.0f} pages/s", f"{s['pages_per_s']:.1f} pages/s",
+         s["pages_per_s"] >= t["scale_pages_per_s"]),
+        (f"One document added to a {chunks}: index up to date", f"≤ {t['scale_reload_s']:.0f} s",
+         f"{s['reload_s']:.2f} s (worst of {len(probe['reloads'])})", s["reload_s"] <= t["scale_reload_s"]),
+        (f"Search p95, {chunks}", f"≤ {t['scale_search_p95_ms']:.0f} ms", f"{s['search_p95'] * 1000:.1f} ms",
+         s["search_p95"] * 1000 <= t["scale_search_p95_ms"]),
+        (f"Resident memory of a server holding the {chunks}", f"≤ {t['scale_rss_mb'] / 1024:.0f} GB",
+         f"{s['rss_mb']:.0f} MB (peak {s['peak_mb']:.0f} MB)", s["rss_mb"] <= t["scale_rss_mb"]),
+    ]
 
 
 def relay_ratios(tallies: dict[str, CpuTally]) -> dict[str, float]:
@@ -666,6 +690,44 @@ def _security_section(data: dict[str, Any]) -> str:
     ])
 
 
+def _scale_section(data: dict[str, Any]) -> str:
+    scale, judged = data["scale"], scale_checks(data["scale"])
+    corpus, probe, s = scale["corpus"], scale["probe"], scale_summary(data["scale"])
+    reloads = probe["reloads"]
+    rows = [
+        ["PDF ingest (`python -m docserver ingest`, one core)",
+         f"{corpus['pages']:,} pages in {corpus['pdf_files']} PDFs: {scale['ingest_pdf']['wall_s']:.1f} s "
+         f"({s['pages_per_cpu_s']:.1f} pages per CPU second)", f"{s['pages_per_s']:.1f} pages/s", mark(judged[0][3])],
+        ["text ingest (one core)", f"{corpus['text_chunks']:,} chunks in {corpus['text_files']} files",
+         f"{scale['ingest_text']['wall_s']:.1f} s", ""],
+        ["server start-up (`LiveIndex.load`)", f"{probe['documents']} documents, {probe['chunks']:,} chunks "
+         f"(+ bundled corpus); index file {scale['index_mb']:.0f} MB", f"{probe['load_s']:.2f} s", ""],
+        ["index up to date after one more PDF (`LiveIndex.current()`)",
+         ", ".join(f"{r['reload_s']:.2f} s" for r in reloads) + " (each about 10 pages)",
+         f"{s['reload_s']:.2f} s worst", mark(judged[1][3])],
+        ["search, `Index.search` in process", f"{len(probe['search_s'])} searches of {probe['queries']} questions, "
+         f"max {s['search_max'] * 1000:.1f} ms", f"p50 {s['search_p50'] * 1000:.1f} ms, "
+         f"p95 {s['search_p95'] * 1000:.1f} ms", mark(judged[2][3])],
+        ["resident memory (VmRSS) of that process", f"{probe['base_mb']:.0f} MB before loading, "
+         f"{probe['loaded_mb']:.0f} MB loaded, peak (VmHWM) {s['peak_mb']:.0f} MB",
+         f"{s['rss_mb']:.0f} MB", mark(judged[3][3])],
+    ]
+    return "\n".join([
+        "## 10. Past a sample corpus: ingest, index update, search, memory",
+        "",
+        f"A generated corpus (`bench/scale.py`, seeded): {corpus['pdf_files']} PDFs written by a small PDF writer "
+        f"(Helvetica, numbered headings, {corpus['pages']:,} pages) and {corpus['text_files']} text documents, all in "
+        f"one collection, their sentences drawn from the {corpus['source_files']} Markdown files of the bundled "
+        "corpus and shuffled into new paragraphs. Every step runs in a process of its own pinned to one core "
+        f"(core {scale['core']}). The server's side is `python -m bench.scale probe`: `LiveIndex.load` as `python -m "
+        "docserver` starts, then `Index.search` over questions of eval/*.jsonl, then per added PDF a `python -m "
+        "docserver ingest` of it and the `LiveIndex.current()` call that brings the index up to date, the code path "
+        "of a running server's next tool call.",
+        "",
+        table(["step", "what", "measured", "target"], rows),
+    ])
+
+
 def _mcp_section(data: dict[str, Any]) -> str:
     rows = []
     mcp = data["mcp"]
@@ -785,6 +847,8 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
         parts = [f"{b} {p(v['hit'], 50) * 1000:.1f} ms hit vs {p(v['miss'], 50) * 1000:.0f} ms miss"
                  for b, v in data["cache"].items()]
         lines.append("- **Response cache:** " + "; ".join(parts) + " (p50).")
+    if "scale" in data:
+        lines.append(_scale_finding(data["scale"]))
     disturbed = [m for m in data["meta"].get("sections", []) if m["other_cpu_util"] > NOISY]
     if disturbed:
         lines.append("- **Disturbed parts:** other processes used " + ", ".join(
@@ -794,6 +858,15 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
     lines += ["", "Targets missed in this run: " + ("; ".join(f"{c[0]} ({c[2]}, target {c[1]})" for c in failed)
                                                   if failed else "none.")]
     return "\n".join(lines)
+
+
+def _scale_finding(scale: dict[str, Any]) -> str:
+    s, probe = scale_summary(scale), scale["probe"]
+    grown = probe["loaded_mb"] - probe["base_mb"]
+    return (f"- **Past a sample corpus:** {probe['chunks']:,} chunks take {grown:.0f} MB of memory "
+            f"({grown * 1024 / max(probe['chunks'], 1):.0f} KB a chunk) and {probe['load_s']:.1f} s to load; one more "
+            f"document is searchable {s['reload_s']:.2f} s after the server notices it (worst of "
+            f"{len(probe['reloads'])}); a search takes {s['search_p50'] * 1000:.1f} ms p50.")
 
 
 def _latency_findings(data: dict[str, Any], judged: dict[str, Any]) -> list[str]:
@@ -970,10 +1043,12 @@ def write_report(data: dict[str, Any], path: Path) -> Path:
         sections.append(_relay_section(data, judged))
     if "security" in data:
         sections.append(_security_section(data))
+    if "scale" in data:
+        sections.append(_scale_section(data))
     sections.append(_findings(data, judged))
     intro = ("# Benchmarks\n\nGenerated by `make bench` (`python -m bench`); do not edit by hand. Latency, overhead, "
              "parallelism, upstream calls, concurrency, MCP sessions, the response cache and the CPU per streamed "
              "request of the service in LLM mode against a fake upstream with fixed latency and the reference "
-             "document server.")
+             "document server, and that document server on a generated corpus of 2,000 PDF pages (section 10).")
     path.write_text("\n\n".join([intro, *sections]) + "\n", "utf-8")
     return path

@@ -5,9 +5,11 @@ because we need things those packages do not give together: statistics and
 filtering per collection, a field boost for title/section words, stem *sets*
 per token (Dutch + English stems, see ``textkit``), weighted terms for the
 parts of Dutch compounds (see ``compounds.py``), and fully deterministic
-ranking with ties broken on (doc_id, chunk_index).  A corpus of a few
-thousand chunks needs no numpy; a dict-based inverted index answers in
-milliseconds.
+ranking with ties broken on (doc_id, chunk_index).  No numpy: postings are
+stdlib arrays (a 20,000-chunk index answers in milliseconds and takes a few
+hundred MB), only the best hits are sorted, and a running server's index is
+updated with the documents that changed instead of built again (``previous``;
+``python -m bench --only scale`` measures all of this).
 
 Compounds: a chunk containing "vergunningverlening" is indexed with that
 token and, at ``PART_WEIGHT``, with "vergunning" and "verlening"; a query is
@@ -17,9 +19,12 @@ also looks for the corpus compounds that contain it ("dosislimieten"), at
 so the same corpus always gives the same splits.
 """
 
+import heapq
 import logging
 import math
 import re
+from array import array
+from bisect import bisect_left, insort
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -48,6 +53,11 @@ ARTICLE_REF = re.compile(r"\b(?:artikel|art\.|article)\s+(\d+[a-z]?(?:\.\d+[a-z]
 ARTICLE_BOOST = 2.0
 
 
+def _chunk_tokens(chunk: Chunk) -> tuple[list[str], list[str]]:
+    """(text tokens, title + section tokens) of a chunk."""
+    return tokenize(chunk.text), tokenize(f"{chunk.title} {chunk.section}")
+
+
 def _article_of(chunk: Chunk) -> str | None:
     match = re.match(r"\s*(?:artikel|article)\s+(\d+[a-z]?(?:\.\d+[a-z]?)*)\b", chunk.section, re.IGNORECASE)
     return match.group(1).lower() if match else None
@@ -72,6 +82,36 @@ def _diversified(scored: list[tuple[float, int]], pairs: Sequence[tuple[Document
     return out
 
 
+def _best(
+    scored: list[tuple[float, int]], pairs: Sequence[tuple[Document, Chunk]], limit: int | None
+) -> list[tuple[float, int]]:
+    """``_diversified`` of the ranking cut to ``limit``, without sorting every hit: hits come best first off a heap
+    until the next one, even undiscounted, ranks below the ``limit``-th kept (a discount only lowers a score), so a
+    query matching most of 20,000 chunks sorts a few dozen of them."""
+    if limit is None:
+        return _diversified(
+            sorted(scored, key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index)), pairs
+        )
+    # Popped by (score, slot): a document's chunks have ascending slots in chunk order, so its equal-scored chunks
+    # come in the ranking's order and its discounts are the same; other ties are settled by ``kept``'s order.
+    heap = [(-score, i) for score, i in scored]
+    heapq.heapify(heap)
+    seen: Counter[str] = Counter()
+    kept: list[tuple[float, str, int, int]] = []  # (-score, doc_id, chunk_index, i), best first, at most ``limit``
+    while heap and limit > 0:
+        negative, i = heapq.heappop(heap)
+        if len(kept) == limit and negative > kept[-1][0]:
+            break
+        doc_id, chunk_index = pairs[i][0].doc_id, pairs[i][1].chunk_index
+        seen[doc_id] += 1
+        extra = seen[doc_id] - SUMMARY_CHUNKS
+        if pairs[i][0].kind == "summary" and extra > 0:
+            negative = -(-negative * SUMMARY_DECAY**extra)
+        insort(kept, (negative, doc_id, chunk_index, i))
+        del kept[limit:]
+    return [(-negative, i) for negative, _, _, i in kept]
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     document: Document
@@ -82,45 +122,117 @@ class Hit:
 
 
 class _BM25:
-    """Okapi BM25 over a fixed list of weighted term streams; ``lengths`` count whole tokens only."""
+    """Okapi BM25 over per-chunk term frequencies (stem -> weighted count); ``lengths`` count whole tokens.
 
-    def __init__(self, streams: Sequence[Sequence[Term]], lengths: Sequence[int], k1: float, b: float) -> None:
+    A stem's postings are two parallel arrays (chunk slots ascending, term frequencies): about 12 bytes a posting
+    instead of a tuple and a float object each (~80), which at 20,000 chunks is most of the index's memory.
+    ``updated`` gives a model with some chunks gone and some added without touching this one, so a server can
+    keep searching it meanwhile; a removed chunk leaves an empty slot (length None) until the next full build."""
+
+    def __init__(self, k1: float, b: float) -> None:
         self.k1, self.b = k1, b
-        self.lengths = list(lengths)
-        self.avgdl = (sum(self.lengths) / len(self.lengths) if self.lengths else 0.0) or 1.0
-        self.postings: dict[str, list[tuple[int, float]]] = defaultdict(list)
-        for i, stream in enumerate(streams):
-            counts: dict[str, float] = defaultdict(float)
-            for token_stems, weight in stream:
-                for stem in token_stems:
-                    counts[stem] += weight
-            for stem, tf in counts.items():
-                self.postings[stem].append((i, tf))
-        n = len(self.lengths)
-        # Lucene-style IDF: always positive, even for terms in most chunks.
-        self.idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self.postings.items()}
+        self.lengths: list[int | None] = []
+        self.live = self.total = 0  # chunks in the model, and the sum of their lengths
+        self.postings: dict[str, tuple[array[int], array[float]]] = {}
+        self.avgdl, self.norms, self.idf = 1.0, [0.0], {}
 
-    def scores(self, query: Iterable[Term]) -> dict[int, float]:
-        """Score per stream index; a query term counts once, via its best-matching stem, times its weight."""
-        total: dict[int, float] = defaultdict(float)
+    @classmethod
+    def build(cls, frequencies: Iterable[dict[str, float]], lengths: Sequence[int], k1: float, b: float) -> "_BM25":
+        bm25 = cls(k1, b)
+        bm25._add(frequencies, lengths, None)
+        bm25._finish()
+        return bm25
+
+    def updated(
+        self, removed: dict[int, Iterable[str]], frequencies: Iterable[dict[str, float]], lengths: Sequence[int]
+    ) -> "_BM25":
+        """A copy without the chunks of ``removed`` (slot -> its stems) and with new chunks in slots after the
+        last; only the postings of the stems concerned are copied."""
+        new = _BM25(self.k1, self.b)
+        new.lengths, new.live, new.total = list(self.lengths), self.live, self.total
+        new.postings = dict(self.postings)
+        by_stem: dict[str, set[int]] = defaultdict(set)
+        for slot, slot_stems in removed.items():
+            new.total -= new.lengths[slot] or 0
+            new.live -= 1
+            new.lengths[slot] = None
+            for stem in slot_stems:
+                by_stem[stem].add(slot)
+        for stem, slots in by_stem.items():
+            ids, tfs = new.postings[stem]
+            kept = [k for k, i in enumerate(ids) if i not in slots]
+            if kept:
+                new.postings[stem] = (array("I", [ids[k] for k in kept]), array("d", [tfs[k] for k in kept]))
+            else:
+                del new.postings[stem]
+        new._add(frequencies, lengths, set(by_stem))
+        new._finish()
+        return new
+
+    def _add(self, frequencies: Iterable[dict[str, float]], lengths: Sequence[int], owned: set[str] | None) -> None:
+        """Appends chunks; a posting not in ``owned`` (None: all are) is another model's and is copied first."""
+        for counts, length in zip(frequencies, lengths, strict=True):
+            i = len(self.lengths)
+            self.lengths.append(length)
+            self.live, self.total = self.live + 1, self.total + length
+            for stem, tf in counts.items():
+                posting = self.postings.get(stem)
+                if posting is None or (owned is not None and stem not in owned):
+                    posting = (array("I"), array("d")) if posting is None else (array("I", posting[0]),
+                                                                                 array("d", posting[1]))
+                    self.postings[stem] = posting
+                    if owned is not None:
+                        owned.add(stem)
+                posting[0].append(i)
+                posting[1].append(tf)
+
+    def _finish(self) -> None:
+        """The statistics over the chunks present: average length, each chunk's length normalisation (as the
+        scoring formula computes it, precomputed: the same floats), and the IDF of every stem."""
+        k1, b = self.k1, self.b
+        self.avgdl = avgdl = (self.total / self.live if self.live else 0.0) or 1.0
+        self.norms = [k1 * (1 - b + b * length / avgdl) if length is not None else 0.0 for length in self.lengths]
+        n = self.live
+        # Lucene-style IDF: always positive, even for terms in most chunks.
+        self.idf = {t: math.log(1 + (n - len(p[0]) + 0.5) / (len(p[0]) + 0.5)) for t, p in self.postings.items()}
+
+    def scores(self, query: Iterable[Term]) -> list[float]:
+        """Score per chunk slot, 0.0 where nothing matched (every match scores above 0); a query term counts once,
+        via its best-matching stem, times its weight.  A list indexed by slot: cheaper than a dict when thousands
+        of chunks match."""
+        total = [0.0] * len(self.norms)
+        k1p, norms = self.k1 + 1, self.norms
         for token_stems, weight in query:
+            matched = [(self.idf[stem], self.postings[stem]) for stem in sorted(token_stems) if stem in self.idf]
+            if len(matched) == 1:  # one stem: its score is the best one
+                idf, (ids, tfs) = matched[0]
+                if weight == 1.0:  # the same floats without the multiplication
+                    for i, tf in zip(ids, tfs, strict=True):
+                        total[i] += idf * tf * k1p / (tf + norms[i])
+                else:
+                    for i, tf in zip(ids, tfs, strict=True):
+                        total[i] += weight * (idf * tf * k1p / (tf + norms[i]))
+                continue
             best: dict[int, float] = {}
-            for stem in sorted(token_stems):
-                idf = self.idf.get(stem)
-                if idf is None:
-                    continue
-                for i, tf in self.postings[stem]:
-                    norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avgdl)
-                    score = idf * tf * (self.k1 + 1) / (tf + norm)
+            for idf, (ids, tfs) in matched:
+                for i, tf in zip(ids, tfs, strict=True):
+                    score = idf * tf * k1p / (tf + norms[i])
                     if score > best.get(i, 0.0):
                         best[i] = score
             for i, score in best.items():
                 total[i] += weight * score
         return total
 
-    def containing(self, token_stems: frozenset[str]) -> set[int]:
-        """Indexes of the streams that contain any of ``token_stems``."""
-        return {i for stem in token_stems for i, _ in self.postings.get(stem, ())}
+    def contains(self, token_stems: frozenset[str], i: int) -> bool:
+        """Whether stream ``i`` contains any of ``token_stems`` (a binary search in each stem's postings)."""
+        for stem in token_stems:
+            posting = self.postings.get(stem)
+            if posting is not None:
+                ids = posting[0]
+                at = bisect_left(ids, i)
+                if at < len(ids) and ids[at] == i:
+                    return True
+        return False
 
 
 class Index:
@@ -134,7 +246,10 @@ class Index:
         k1: float = 1.5,
         b: float = 0.75,
         decompound: bool = True,
+        previous: "Index | None" = None,
     ) -> None:
+        """``previous``: an index of (mostly) the same documents built with the same settings, reused so that
+        only what changed is indexed (a running server's reload, ``live.py``); the result is the same."""
         self._collections = {c.name: c for c in collections}
         # The version of the index file the documents were read from (``Index.load``); None: no file.
         self.source_version: IndexVersion | None = None
@@ -144,25 +259,131 @@ class Index:
                 self._collections[doc.collection] = Collection(doc.collection, doc.collection)
                 self._documents[doc.collection] = {}
             self._documents[doc.collection][doc.doc_id] = doc
+        self._settings = (k1, b, decompound)
+        if previous is None or previous._settings != self._settings or not self._update(previous):
+            self._build()
+
+    def _build(self) -> None:
+        """Every collection's model from scratch."""
+        k1, b, decompound = self._settings
         # (text tokens, title + section tokens) per chunk, tokenized once for the vocabulary and the streams
-        tokens = {
-            name: [(tokenize(c.text), tokenize(f"{c.title} {c.section}")) for d in docs.values() for c in d.chunks]
-            for name, docs in self._documents.items()
-        }
-        vocabulary = Counter(t for chunks in tokens.values() for text, header in chunks for t in text + header)
-        self._decompounder = Decompounder(vocabulary) if decompound else None
-        self._chunks: dict[str, list[tuple[Document, Chunk]]] = {}
+        tokens = {name: [_chunk_tokens(c) for d in docs.values() for c in d.chunks]
+                  for name, docs in self._documents.items()}
+        self._vocabulary = Counter(t for chunks in tokens.values() for text, header in chunks for t in text + header)
+        self._decompounder = Decompounder(self._vocabulary) if decompound else None
+        self._weighted: dict[str, list[tuple[str, float]]] = {}  # per distinct token: its stems and its parts'
+        self._chunks: dict[str, list[tuple[Document, Chunk] | None]] = {}
+        self._slots: dict[str, dict[str, list[int]]] = {}  # per collection and doc_id: its chunks' slots
         self._bm25: dict[str, _BM25] = {}
-        self._titles: dict[str, dict[str, frozenset[str]]] = {}
         for name, docs in self._documents.items():
             self._chunks[name] = [(d, c) for d in docs.values() for c in d.chunks]
-            streams = [self._terms(text) + self._terms(header) * HEADER_BOOST for text, header in tokens[name]]
+            self._slots[name] = {}
+            for slot, (d, _) in enumerate(self._chunks[name]):
+                self._slots[name].setdefault(d.doc_id, []).append(slot)
+            frequencies = (self._frequencies(text, header) for text, header in tokens[name])
             lengths = [len(text) + len(header) * HEADER_BOOST for text, header in tokens[name]]
-            self._bm25[name] = _BM25(streams, lengths, k1, b)
-            self._titles[name] = {d.doc_id: frozenset().union(*analyze(d.title)) for d in docs.values()}
+            self._bm25[name] = _BM25.build(frequencies, lengths, k1, b)
+        self._set_titles()
+
+    def _set_titles(self) -> None:
+        self._titles = {name: {d.doc_id: frozenset().union(*analyze(d.title)) for d in docs.values()}
+                        for name, docs in self._documents.items()}
+
+    def _update(self, previous: "Index") -> bool:
+        """This index as ``previous`` changed into it, reusing ``previous`` (which is not modified): only the
+        documents added, changed or removed are tokenized, and only the postings of their stems copied.
+
+        Ranking stays exactly that of a full build: the compound splits depend on the vocabulary's counts, so
+        every token's terms are worked out again with the new vocabulary, and a document holding a token whose
+        terms changed is indexed again as well.  False (nothing done) when so many chunks would be left as
+        empty slots that a full build is due."""
+        k1, b, decompound = self._settings
+        names = self._documents.keys() | previous._documents.keys()
+        before = {name: previous._documents.get(name, {}) for name in names}
+        after = {name: self._documents.get(name, {}) for name in names}
+        gone = {name: [d for doc_id, d in before[name].items() if after[name].get(doc_id) != d] for name in names}
+        new = {name: [d for doc_id, d in after[name].items() if before[name].get(doc_id) != d] for name in names}
+        tokens: dict[int, list[tuple[list[str], list[str]]]] = {}  # per document (by id): its chunks' tokens
+
+        def tokens_of(document: Document) -> list[tuple[list[str], list[str]]]:
+            if id(document) not in tokens:
+                tokens[id(document)] = [_chunk_tokens(c) for c in document.chunks]
+            return tokens[id(document)]
+
+        vocabulary = previous._vocabulary.copy()
+        vocabulary.subtract(t for docs in gone.values() for d in docs for x, y in tokens_of(d) for t in x + y)
+        vocabulary.update(t for docs in new.values() for d in docs for x, y in tokens_of(d) for t in x + y)
+        self._vocabulary = +vocabulary
+        changed: set[str] = set()
+        if self._vocabulary == previous._vocabulary:
+            self._decompounder, self._weighted = previous._decompounder, dict(previous._weighted)
+        else:
+            self._decompounder = Decompounder(self._vocabulary) if decompound else None
+            self._weighted = {}
+            for token, terms in previous._weighted.items():
+                if token in self._vocabulary:
+                    self._weighted[token] = fresh = self._token_terms(token)
+                    if fresh != terms:
+                        changed.add(token)
+        self._chunks, self._slots, self._bm25 = {}, {}, {}
+        for name, docs in self._documents.items():
+            old_bm25, old_slots = previous._bm25.get(name), previous._slots.get(name, {})
+            redo = {d.doc_id for d in gone[name]}
+            if changed and old_bm25 is not None:  # documents holding a token whose terms changed: index again
+                hit = {i for token in changed for stem in stems(token) for i in old_bm25.postings.get(stem, ((),))[0]}
+                redo |= {pair[0].doc_id for i in hit if (pair := previous._chunks[name][i]) is not None}
+            removed_docs = [before[name][doc_id] for doc_id in redo if doc_id in before[name]]
+            added_docs = [d for doc_id, d in docs.items() if doc_id in redo or doc_id not in before[name]]
+            pairs = list(previous._chunks.get(name, []))
+            dead = len(pairs) - (old_bm25.live if old_bm25 else 0) + sum(len(d.chunks) for d in removed_docs)
+            if dead > len(pairs) // 4:
+                return False
+            slots: dict[str, list[int]] = {}
+            for doc_id, d in docs.items():  # the documents kept: the new objects (metadata may differ)
+                if doc_id not in redo and doc_id in before[name]:
+                    slots[doc_id] = old_slots[doc_id]
+                    for slot, chunk in zip(slots[doc_id], d.chunks, strict=True):
+                        pairs[slot] = (d, chunk)
+            removed: dict[int, Iterable[str]] = {}
+            for d in removed_docs:
+                for slot, (text, header) in zip(old_slots[d.doc_id], tokens_of(d), strict=True):
+                    removed[slot] = previous._frequencies(text, header).keys()
+                    pairs[slot] = None
+            frequencies, lengths = [], []
+            for d in added_docs:
+                slots[d.doc_id] = list(range(len(pairs), len(pairs) + len(d.chunks)))
+                pairs += [(d, c) for c in d.chunks]
+                for text, header in tokens_of(d):
+                    frequencies.append(self._frequencies(text, header))
+                    lengths.append(len(text) + len(header) * HEADER_BOOST)
+            self._chunks[name], self._slots[name] = pairs, slots
+            self._bm25[name] = (old_bm25.updated(removed, frequencies, lengths) if old_bm25 is not None
+                                else _BM25.build(frequencies, lengths, k1, b))
+        self._set_titles()
+        return True
 
     def _parts(self, token: str) -> tuple[str, ...]:
         return self._decompounder.parts(token) if self._decompounder is not None else ()
+
+    def _token_terms(self, token: str) -> list[tuple[str, float]]:
+        """Every stem ``_terms`` gives one occurrence of ``token``, with its weight."""
+        return [(stem, weight) for token_stems, weight in self._terms((token,)) for stem in token_stems]
+
+    def _frequencies(self, text: Sequence[str], header: Sequence[str]) -> dict[str, float]:
+        """A chunk's weighted count per stem: ``_terms(text) + _terms(header) * HEADER_BOOST`` summed per stem,
+        worked out once per distinct token (``_weighted``).  The weights are multiples of ``PART_WEIGHT`` (0.5),
+        so the sums are exact whatever the order of adding."""
+        counts = Counter(text)
+        for token, n in Counter(header).items():
+            counts[token] += n * HEADER_BOOST
+        frequencies: dict[str, float] = defaultdict(float)
+        for token, n in counts.items():
+            terms = self._weighted.get(token)
+            if terms is None:
+                terms = self._weighted[token] = self._token_terms(token)
+            for stem, w in terms:
+                frequencies[stem] += n * w
+        return frequencies
 
     def _terms(self, tokens: Sequence[str]) -> list[Term]:
         """Each token at weight 1, then the words inside compound tokens at ``PART_WEIGHT``."""
@@ -175,13 +396,16 @@ class Index:
         return cls(load_corpus(corpus_dir), load_collections(corpus_dir))
 
     @classmethod
-    def load(cls, corpus_dir: Path | str | None = None, *, index_path: Path | str | None = None) -> "Index":
+    def load(
+        cls, corpus_dir: Path | str | None = None, *, index_path: Path | str | None = None, previous: "Index | None" = None
+    ) -> "Index":
         """The corpus directory (default: the bundled corpus) plus every document of the persisted index.
 
         ``index_path`` defaults to ``$DOCSERVER_INDEX`` or the checkout's ``data/`` folder (see
         ``store.py``); a missing file means nothing was ingested.  An ingested document replaces a
         corpus document with the same collection and doc_id.  ``source_version`` records which
-        version of the file was read, so a server can tell when to load again (``live.py``).
+        version of the file was read, so a server can tell when to load again (``live.py``), which
+        passes the index it serves as ``previous`` to index only what changed.
         """
         root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
         documents = {(d.collection, d.doc_id): d for d in load_corpus(root)}
@@ -193,7 +417,7 @@ class Index:
             documents[(doc.collection, doc.doc_id)] = doc
         if persisted:
             logger.info("%d ingested documents from %s", len(persisted), path)
-        index = cls(documents.values(), load_collections(root))
+        index = cls(documents.values(), load_collections(root), previous=previous)
         index.source_version = version
         return index
 
@@ -213,7 +437,7 @@ class Index:
 
     @property
     def chunk_count(self) -> int:
-        return sum(len(pairs) for pairs in self._chunks.values())
+        return sum(bm25.live for bm25 in self._bm25.values())
 
     def search(self, query: str, collection: str, *, limit: int | None = 10, doc_id: str | None = None) -> list[Hit]:
         """Best chunks of ``collection`` (optionally of one document) for ``query``."""
@@ -227,13 +451,12 @@ class Index:
         for token_stems, weight in terms:
             weights[token_stems] = max(weight, weights.get(token_stems, 0.0))
         articles = {m.lower() for m in ARTICLE_REF.findall(query)}
-        scored = [
-            (score * (ARTICLE_BOOST if articles and _article_of(pairs[i][1]) in articles else 1.0), i)
-            for i, score in bm25.scores(weights.items()).items()
-            if score > 0 and (doc_id is None or pairs[i][0].doc_id == doc_id)
-        ]
-        scored.sort(key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index))
-        scored = _diversified(scored, pairs)[:limit]
+        scored = [(score, i) for i, score in enumerate(bm25.scores(weights.items())) if score > 0]
+        if doc_id is not None:
+            scored = [(score, i) for score, i in scored if pairs[i][0].doc_id == doc_id]
+        if articles:
+            scored = [(score * (ARTICLE_BOOST if _article_of(pairs[i][1]) in articles else 1.0), i) for score, i in scored]
+        scored = _best(scored, pairs, limit)
         top = scored[0][0] if scored else 1.0
         matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in scored])
         return [Hit(*pairs[i], score, round(score / top, 4), matched[i]) for score, i in scored]
@@ -252,14 +475,11 @@ class Index:
         containing them, or (for a compound token) all of its parts."""
         found: dict[int, int] = dict.fromkeys(hits, 0)
         for token in tokens:
-            containing = bm25.containing(stems(token))
-            for compound in compounds.get(token, ()):
-                containing |= bm25.containing(stems(compound))
-            parts = self._decompounder.split(token) if self._decompounder is not None else ()
-            if parts:
-                containing |= set.intersection(*(bm25.containing(stems(p)) for p in parts))
-            for i in found.keys() & containing:
-                found[i] += 1
+            variants = [stems(token), *(stems(compound) for compound in compounds.get(token, ()))]
+            parts = [stems(p) for p in self._decompounder.split(token)] if self._decompounder is not None else []
+            for i in found:
+                if any(bm25.contains(v, i) for v in variants) or (parts and all(bm25.contains(p, i) for p in parts)):
+                    found[i] += 1
         return {i: round(n / len(tokens), 3) for i, n in found.items()}
 
     def match_titles(self, query: str, collection: str) -> list[Document]:

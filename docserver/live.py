@@ -3,13 +3,16 @@
 ``python -m docserver ingest`` is another process writing the SQLite file (``store.py``) that a
 server read at start-up.  Every save bumps a generation counter in that file, so tool calls look
 at the file's version (a stat and one tiny query) at most every ``CHECK_INTERVAL_S`` seconds.  When
-it changed, the whole index is rebuilt (bundled corpus plus the file: well under a second for this
-corpus) and swapped in at once, so a call answers from the old documents or the new ones, never a
-mix.  Both the check and the rebuild run in a worker thread: an ingest holding the file's write
-lock, or a rebuild taking a second, must not stall the event loop, which keeps serving other
-requests meanwhile (``textkit`` stems with per-thread stemmers).
+it changed, the documents are read again (bundled corpus plus the file) and a new index is made from
+the one served (``Index.load(previous=...)``): only the documents added, changed or removed are
+indexed, so one more document in a 20,000-chunk index is searchable well within a second instead of
+after a full rebuild (``python -m bench --only scale``).  The new index is swapped in at once, so a
+call answers from the old documents or the new ones, never a mix.  Both the check and the reload run
+in a worker thread: an ingest holding the file's write lock, or a reload taking a second, must not
+stall the event loop, which keeps serving other requests meanwhile (``textkit`` stems with per-thread
+stemmers).
 
-Calls that arrive while a check or rebuild is under way wait for it: a tool call made more than
+Calls that arrive while a check or reload is under way wait for it: a tool call made more than
 ``CHECK_INTERVAL_S`` after an ingest finished sees its documents.  Watching the file with inotify
 would be quicker but platform-specific, and a poll piggybacked on the calls themselves costs nothing
 while nobody asks anything.
@@ -104,7 +107,7 @@ class LiveIndex:
             if version == self._index.source_version or (self._failed is not None and version == self._failed[0]):
                 return  # unchanged, or changed into a version that failed to load: wait for the next change
             started = time.perf_counter()
-            index = await asyncio.to_thread(Index.load, self._corpus_dir, index_path=path)
+            index = await asyncio.to_thread(Index.load, self._corpus_dir, index_path=path, previous=self._index)
         except _READ_ERRORS as exc:  # an unreadable version is tried again only once the file changes again
             if (version, str(exc)) != self._failed:
                 logger.warning("index %s changed but cannot be read (%s); serving the previous documents", path, exc)

@@ -11,10 +11,9 @@ is installed:
   place for data.  (The Docker image installs the package but also keeps the sources in its working
   directory, which ``python -m`` imports first; docker-compose sets ``DOCSERVER_INDEX`` to a volume.)
 
-Only parsed documents and chunks are stored; the BM25 statistics are rebuilt
-in memory at start-up and whenever a running server sees the file change (they
-depend on the whole corpus, including the bundled one, and take well under a
-second), so a restart re-reads this file but never re-parses a source file.  Documents are keyed by
+Only parsed documents and chunks are stored; the BM25 statistics are built in memory at start-up and brought up
+to date whenever a running server sees the file change (only the documents that changed are indexed again:
+``Index(..., previous=...)``), so a restart re-reads this file but never re-parses a source file.  Documents are keyed by
 (collection, doc_id): saving a document again replaces all its chunks.  Each document records the file it came
 from, the sha256 of that file's bytes and when it was stored, so an ingest can skip a file it has stored
 unchanged (``stored_sources``) and ``python -m docserver list`` can say what is in the file (``list_stored``).

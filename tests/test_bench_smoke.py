@@ -75,7 +75,7 @@ def assert_relay_section(report: str, runs: int = 2, streams_requests: int = 10)
 
 def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "BENCHMARKS.md")
-    assert SECTIONS[-3] == RELAY_SECTION
+    assert SECTIONS[-4] == RELAY_SECTION
     for heading in SECTIONS:
         assert heading in report, heading
     for query_type in TYPES:
@@ -107,6 +107,15 @@ def test_bench_only_runs_the_parts_asked_for(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "relay.md", "--only", "relay")
     assert "Only some parts ran (`--only relay`)" in report
     assert_relay_section(report)
-    for heading in SECTIONS[2:-3]:  # sections 1-7
+    for heading in SECTIONS[2:-4]:  # sections 1-7
         assert heading not in report, heading
     assert "## Headline" in report and "## What the numbers show" in report
+
+
+def test_bench_scale_section_runs_on_a_small_corpus(tmp_path: Path) -> None:
+    report = run_bench(tmp_path / "scale.md", "--only", "scale")
+    assert "## 10. Past a sample corpus" in report and "## 9. Access check" not in report
+    for row in ("| PDF ingest on one core | ≥ 20 pages/s |", "index up to date | ≤ 1 s |", "| Search p95, ",
+                "| Resident memory of a server holding the "):
+        assert row in report, row
+    assert re.search(r"^\| server start-up \(`LiveIndex.load`\) \| \d+ documents, [\d,]+ chunks", report, re.M)

@@ -575,3 +575,34 @@ async def test_embedded_server_leaves_signal_handlers_alone(corpus_dir: Path) ->
         assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
     assert not server.running
     await server.stop()  # idempotent
+
+
+def test_an_updated_index_ranks_exactly_as_one_built_anew() -> None:
+    """A running server's reload indexes only what changed (`Index(..., previous=...)`); what it serves must be what
+    a full build of the same documents serves: every query, every collection, scores and order."""
+    from dataclasses import replace
+
+    collections = load_collections(BUNDLED_CORPUS)
+    docs = load_corpus(BUNDLED_CORPUS)
+    removed, changed = docs[0], docs[1]
+    edited = replace(changed, chunks=tuple(replace(c, text=c.text + " Splijtstofelementen en reactorvaten.")
+                                           for c in changed.chunks))
+    added = parse_document("---\ndoc_id: nieuw\ntitle: Nieuwe notitie\n---\n\n# Nieuwe notitie\n\n## Toezicht\n\n"
+                           "De ANVS inspecteert splijtstofelementen en reactorvaten jaarlijks.\n",
+                           collection=changed.collection, default_id="nieuw")
+    before = Index(docs, collections)
+    after = [d for d in docs if d not in (removed, changed)] + [edited, added]
+    updated, fresh = Index(after, collections, previous=before), Index(after, collections)
+    queries = ["splijtstofelementen reactorvaten", "vergunning kerncentrale", "veiligheidscultuur", "radon",
+               "nucleaire beveiliging", "artikel 15a", "ANVS toezicht", "emergency preparedness"]
+    for collection in {d.collection for d in docs}:
+        for query in queries:
+            got = [(h.document.doc_id, h.chunk.chunk_index, h.score, h.matched_terms)
+                   for h in updated.search(query, collection, limit=None)]
+            want = [(h.document.doc_id, h.chunk.chunk_index, h.score, h.matched_terms)
+                    for h in fresh.search(query, collection, limit=None)]
+            assert got == want, (collection, query)
+    assert updated.search("splijtstofelementen reactorvaten", changed.collection)[0].document.doc_id in {"nieuw",
+                                                                                                        edited.doc_id}
+    assert updated.document(removed.collection, removed.doc_id) is None
+    assert fresh.document(removed.collection, removed.doc_id) is None
