@@ -23,6 +23,7 @@ import pytest
 
 from docserver.formats import ocr, pdf
 from docserver.formats.base import Deadline, Extracted, Limits, Refused
+from tests.fakes.pdf import build_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "formats" / (
@@ -44,18 +45,6 @@ def _text_on(extracted: Extracted, page: int) -> str:
 
 # --- PDFs written here: text pages, image-only pages (text rendered by PDFium), blank pages ----------------------
 
-
-def _pdf(objects: list[bytes]) -> bytes:
-    """A PDF of the given objects (numbered from 1, the catalog first) with a correct cross-reference table."""
-    out, offsets = b"%PDF-1.4\n", []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return out
 
 
 def _stream(content: bytes, entries: bytes = b"") -> bytes:
@@ -94,7 +83,7 @@ def _document(pages: list[tuple[str, list[tuple[int, str]]]]) -> bytes:
         objects.append(_stream(zlib.compress(pixels), b"/Type /XObject /Subtype /Image /Width %d /Height %d "
                                b"/ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode" % (width, height)))
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(kids), len(kids))
-    return _pdf(objects)
+    return build_pdf(objects)
 
 
 def _scan(lines: list[tuple[int, str]]) -> tuple[int, int, bytes]:
@@ -223,7 +212,7 @@ def test_with_ocr_off_a_scanned_page_in_a_text_pdf_is_blank(monkeypatch: pytest.
 def test_a_huge_page_is_rendered_within_the_pixel_cap() -> None:
     """A 5 x 5 m page would be 3.5 billion pixels at 300 dpi: it is rendered at a lower resolution instead."""
     page = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 14400 14400] /Contents 3 0 R >>"
-    data = _pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
+    data = build_pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [4 0 R] /Count 1 >>",
                  _stream(b"0 0 1000 1000 re f"), page])
     document = pdfium.PdfDocument(data)
     try:

@@ -17,6 +17,7 @@ import pytest
 
 from docserver.formats import pdf
 from docserver.formats.base import Deadline, Extracted, Limits, Refused
+from tests.fakes.pdf import build_pdf
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "formats"
@@ -165,18 +166,6 @@ def test_first_half_of_a_real_pdf_is_refused() -> None:
 FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
 
 
-def _pdf(objects: list[bytes], trailer: bytes = b"") -> bytes:
-    """A PDF of the given objects (numbered from 1, the catalog first) with a correct cross-reference table."""
-    out, offsets = b"%PDF-1.4\n", []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R %s >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, trailer, xref)
-    return out
-
 
 def _stream(content: bytes) -> bytes:
     return b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream"
@@ -194,7 +183,7 @@ def _text_pdf(pages: int) -> bytes:
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Resources << /Font << /F1 3 0 R >> "
                        b">> /Contents %d 0 R >>" % (5 + 2 * i))
         objects.append(_stream(b"BT /F1 12 Tf 72 720 Td (This is the text of page %s of the test.) Tj ET" % WORDS[i]))
-    return _pdf(objects)
+    return build_pdf(objects)
 
 
 def test_hand_built_pdf_reads() -> None:
@@ -228,7 +217,7 @@ def test_truncated_and_random_pdfs_are_refused() -> None:
 def test_encrypted_pdf_without_the_password_is_refused() -> None:
     """Standard security handler, RC4 40-bit: /U does not match the empty user password, so a password is needed."""
     encrypt = b"<< /Filter /Standard /V 1 /R 2 /O <%s> /U <%s> /P -44 >>" % (b"11" * 32, b"22" * 32)
-    data = _pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>", encrypt],
+    data = build_pdf([b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [] /Count 0 >>", encrypt],
                 trailer=b"/Encrypt 3 0 R /ID [<0123456789abcdef0123456789abcdef> <0123456789abcdef0123456789abcdef>]")
     with pytest.raises(Refused, match="encrypted"):
         pdf.read(data, Limits(), Deadline(10))
@@ -246,7 +235,7 @@ def test_page_tree_loop_is_refused_or_read_quickly(kids: bytes, count: int) -> N
                _stream(b"BT /F1 12 Tf 72 720 Td (A page in a page tree that loops back on itself.) Tj ET")]
     start = time.monotonic()
     try:
-        extracted = pdf.read(_pdf(objects), Limits(max_pages=50), Deadline(10))
+        extracted = pdf.read(build_pdf(objects), Limits(max_pages=50), Deadline(10))
     except Refused:
         pass  # refusing it is as good as reading it
     else:

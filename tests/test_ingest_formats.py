@@ -150,6 +150,8 @@ def test_cli_reports_each_refused_file_and_fails(tmp_path: Path, index_file: Pat
         (b"# Kop\n\ntekst", ".md", "markdown"),
         (b"platte tekst", ".pdf", "text"),
         (b"<?xml version='1.0'?><rss/>", ".xml", None),
+        (b"<h1>Kop</h1><p>Een fragment zonder html-element.</p>", ".html", "html"),
+        (b"<h1>Kop</h1><p>Een fragment zonder html-element.</p>", ".xml", None),
         (b"\x00\x01\x02binary", ".txt", None),
         (b"PK\x03\x04garbage", ".docx", None),
     ],

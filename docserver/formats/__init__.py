@@ -23,6 +23,7 @@ READERS = {"pdf": "pdf", "docx": "docx", "odt": "odt", "html": "html", "bwb": "b
 # what a folder walk picks up (a named file is always tried, whatever its suffix)
 SUFFIXES = (".pdf", ".docx", ".odt", ".html", ".htm", ".xhtml", ".xml", ".md", ".markdown", ".txt", ".text")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
+_HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 
 _XML_ROOT = re.compile(rb"<([A-Za-z_][\w.:-]*)[\s/>]")
 _XML_SKIP = re.compile(rb"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>)", re.DOTALL | re.IGNORECASE)
@@ -66,7 +67,7 @@ def sniff(data: bytes, suffix: str = "") -> str | None:
             return "op"
         if root == "html" or head[:15].lower().startswith(b"<!doctype html"):
             return "html"
-        return None
+        return "html" if suffix.lower() in _HTML_SUFFIXES else None  # a page saved without its <html> element
     if b"\x00" in data[:8192]:
         return None
     try:
