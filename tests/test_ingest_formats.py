@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from docserver.formats import Limits, Refused, sniff
+from docserver.formats import Limits, Refused, extract, sniff
 from docserver.index import Index
 from docserver.ingest import TEXT_CHARS, ingest, ingest_files, parse_file
 from docserver.store import load_documents
@@ -197,3 +197,26 @@ def test_pdf_chunks_carry_their_pages(index_file: Path) -> None:
     for chunk in stored.chunks:
         label = f"p. {chunk.page}" if chunk.page_end is None else f"pp. {chunk.page}-{chunk.page_end}"
         assert chunk.section.endswith(label)
+
+
+def test_sniffing_an_odt_reads_only_the_start_of_its_mimetype_member() -> None:
+    """The format is told before the bounded ZIP reader runs: a bomb in the `mimetype` member must not be inflated."""
+    import io
+    import tracemalloc
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("mimetype", b"application/vnd.oasis.opendocument.text" + b" " * 200_000_000)
+        archive.writestr("content.xml", b"<office:document-content/>")
+    data = buffer.getvalue()
+    assert len(data) < 1_000_000
+    tracemalloc.start()
+    try:
+        assert sniff(data, ".odt") == "odt"  # told from the member's first bytes, the rest not inflated
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20_000_000, peak
+    with pytest.raises(Refused):  # the bounded reader then refuses what the member would inflate to
+        extract("odt", data, Limits())

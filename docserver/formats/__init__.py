@@ -53,8 +53,10 @@ def sniff(data: bytes, suffix: str = "") -> str | None:
                 names = set(archive.namelist())
                 if "word/document.xml" in names:
                     return "docx"
-                if "content.xml" in names and "mimetype" in names and archive.read("mimetype").strip() == _ODT_MIME:
-                    return "odt"
+                if "content.xml" in names and "mimetype" in names:
+                    with archive.open("mimetype") as member:  # a few bytes: never the whole of a hostile member
+                        if member.read(len(_ODT_MIME) + 8).strip() == _ODT_MIME:
+                            return "odt"
         except (zipfile.BadZipFile, KeyError, OSError):
             return None
         return None
