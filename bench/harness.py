@@ -299,7 +299,8 @@ def machine_busy_s() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
-def _child_env(extra: dict[str, str]) -> dict[str, str]:
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    """The environment of a benchmark child process: this one's, without the service's settings, plus `extra`."""
     # Settings a developer exported in this shell must not leak into the measured configuration.
     keys = _settings_keys()
     env = {k: v for k, v in os.environ.items() if k.upper() not in keys}
@@ -313,7 +314,7 @@ def start_docserver(work: Path) -> tuple[Proc, str]:
     """The reference document server (bundled corpus only) with the /mcp timer; returns (proc, base URL)."""
     port = free_port()
     cmd = [sys.executable, "-m", "bench.docserver", "--port", str(port), "--index", str(work / "no-index.sqlite3")]
-    proc = Proc("docserver", cmd, _child_env({}), ROOT, work)
+    proc = Proc("docserver", cmd, child_env({}), ROOT, work)
     base = f"http://127.0.0.1:{port}"
     proc.wait_http(base + "/health")
     return proc, base
@@ -354,7 +355,7 @@ def start_upstream(work: Path, ttft_s: float = TTFT_S, token_delay_s: float = TO
     port = free_port()
     cmd = [sys.executable, "-m", "bench.upstream", "--port", str(port), "--ttft", repr(ttft_s),
            "--token-delay", repr(token_delay_s)]
-    proc = Proc("upstream", cmd, _child_env({}), ROOT, work)
+    proc = Proc("upstream", cmd, child_env({}), ROOT, work)
     base = f"http://127.0.0.1:{port}"
     proc.wait_http(base + "/v1/models")
     return Upstream(proc, base, ttft_s, token_delay_s)
@@ -365,7 +366,7 @@ def start_relay(work: Path, llm_url: str) -> tuple[Proc, str]:
     port = free_port()
     cmd = [sys.executable, "-m", "bench.relay", "--port", str(port), "--llm-url", llm_url,
            "--max-concurrency", str(LLM_MAX_CONCURRENCY)]
-    proc = Proc("relay", cmd, _child_env({}), ROOT, work)
+    proc = Proc("relay", cmd, child_env({}), ROOT, work)
     base = f"http://127.0.0.1:{port}"
     proc.wait_http(base + "/v1/chat/completions", ok=(405,))  # its only route, which is POST: up and routing
     return proc, base
@@ -383,7 +384,7 @@ def start_service(work: Path, name: str, *, llm_url: str, mcp_url: str, **settin
     values.update({k.upper(): v for k, v in settings.items()})
     cwd = work / f"cwd-{name}"
     cwd.mkdir(exist_ok=True)
-    env = _child_env({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()})
+    env = child_env({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in values.items()})
     proc = Proc(name, [sys.executable, "-m", "app", "serve"], env, cwd, work)
     base = f"http://127.0.0.1:{port}"
     proc.wait_http(base + "/health/ready")

@@ -343,9 +343,9 @@ def _one_core() -> int:
 
 def _run_pinned(name: str, cmd: list[str], work: Path, core: int) -> tuple[float, float]:
     """Runs ``cmd`` as a benchmark child pinned to ``core``; (wall seconds, CPU seconds). Fails loudly."""
-    from bench.harness import Proc, _child_env, set_cpus
+    from bench.harness import Proc, child_env, set_cpus
 
-    proc = Proc(name, cmd, _child_env({}), ROOT, work)
+    proc = Proc(name, cmd, child_env({}), ROOT, work)
     set_cpus([proc.pid], {core})
     started = time.perf_counter()
     while proc.popen.poll() is None:
