@@ -1,8 +1,8 @@
 """Section 10: the document server past a sample corpus (`python -m bench --only scale`).
 
-A generated corpus (seeded, so every run reads the same bytes) of multi-page PDFs, written here by a small PDF
-writer (Helvetica, no new dependency), plus plain-text documents that make up the chunk count, all in one
-collection. Its sentences come from the bundled corpus (docserver/corpus/*/*.md, and /work/shared/corpus/**/*.md
+A generated corpus (seeded, so every run reads the same bytes) of multi-page PDFs, laid out here and written by
+the tests' byte-level PDF writer (tests/fakes/pdf.py: Helvetica, no new dependency), plus plain-text documents that make up the chunk count, all in one
+collection. Its sentences come from the bundled corpus (docserver/corpus/*/*.md, and ../shared/corpus/**/*.md
 when that folder exists), shuffled into new paragraphs under headings taken from the same texts, so the
 vocabulary and the BM25 statistics are those of real documents rather than of random words.
 
@@ -33,8 +33,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.fakes.pdf import build_pdf
+
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = (ROOT / "docserver" / "corpus", Path("/work/shared/corpus"))
+# the bundled corpus, and the CC0 law texts of ../shared when they are there (as eval.run finds them)
+SOURCES = (ROOT / "docserver" / "corpus", Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "corpus")
 QUESTION_FILES = tuple(ROOT / "eval" / name for name in ("gold.jsonl", "gold_laws.jsonl", "routing.jsonl"))
 COLLECTION = "scale"
 SEED = 20250
@@ -179,15 +182,7 @@ def pdf_bytes(title: str, pages: Sequence[Sequence[Line]]) -> bytes:
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << %s >> /Contents %d 0 R >>"
                        % (PAGE_WIDTH, PAGE_HEIGHT, fonts, 7 + 2 * i))
         objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
-    out, offsets = bytearray(b"%PDF-1.4\n"), []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R /Info 5 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return build_pdf(objects, trailer=b"/Info 5 0 R")
 
 
 # ------------------------------------------------------------------------------------------ the corpus

@@ -254,11 +254,11 @@ def _sentences_within(text: str, limit: int) -> list[str]:
     return out
 
 
-def _pages(units: Sequence[Unit]) -> str | None:
-    pages = sorted({u.page for u in units if u.page is not None})
-    if not pages:
+def _page_label(first: int | None, last: int | None) -> str | None:
+    """Where a chunk stands in a paged source: "p. 6", "pp. 6-7" (None without pages)."""
+    if first is None:
         return None
-    return f"p. {pages[0]}" if len(pages) == 1 else f"pp. {pages[0]}-{pages[-1]}"
+    return f"p. {first}" if last is None else f"pp. {first}-{last}"
 
 
 def unit_chunks(units: Iterable[Unit], *, doc_id: str, collection: str, title: str, url: str | None,
@@ -277,13 +277,13 @@ def unit_chunks(units: Iterable[Unit], *, doc_id: str, collection: str, title: s
     part_word = "deel" if language == "nl" else "part"
     chunks = []
     for i, group in enumerate(groups):
-        place = [p for p in (group[0].headings[-1] if group[0].headings else None, _pages(group)) if p]
-        section = ", ".join(place) or (f"{part_word} {i + 1}" if len(groups) > 1 else title)
         pages = sorted({u.page for u in group if u.page is not None})
-        page = pages[0] if pages else None
+        page, page_end = (pages[0], pages[-1] if len(pages) > 1 else None) if pages else (None, None)
+        place = [p for p in (group[0].headings[-1] if group[0].headings else None, _page_label(page, page_end)) if p]
+        section = ", ".join(place) or (f"{part_word} {i + 1}" if len(groups) > 1 else title)
         chunk_url = f"{url.split('#')[0]}#page={page}" if url and page else url
         chunks.append(Chunk(doc_id, collection, i, title, section, "\n\n".join(u.text for u in group), chunk_url,
-                            page, pages[-1] if len(pages) > 1 else None))
+                            page, page_end))
     return tuple(chunks)
 
 

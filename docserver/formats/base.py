@@ -71,5 +71,5 @@ class Deadline:
         return max(0.0, self._end - time.monotonic())
 
     def check(self, where: str = "") -> None:
-        if time.monotonic() > self._end:
+        if self.remaining() == 0:
             raise Refused(f"took longer than {self.seconds:g} s to read" + (f" ({where})" if where else ""))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
 from .base import Refused
 
-__all__ = ["TABLE_UNIT_CHARS", "clean", "meaningful", "parse_part", "row_groups"]
+__all__ = ["TABLE_UNIT_CHARS", "HeadingPath", "clean", "meaningful", "nested_too_deeply", "parse_part", "row_groups"]
 
 TABLE_UNIT_CHARS = 1500  # a long table is cut into units of about this many characters, at row boundaries
 
@@ -23,6 +24,15 @@ def parse_part(xml: bytes, name: str) -> ET.Element:
         raise Refused(f"{name} declares a DTD or entities, which documents never need (refused as unsafe)") from exc
     except ET.ParseError as exc:
         raise Refused(f"{name} is not well-formed XML ({exc})") from exc
+
+
+@contextmanager
+def nested_too_deeply(what: str) -> Iterator[None]:
+    """A walk of a file's structure, a file nested beyond Python's recursion limit (a hostile one) refused."""
+    try:
+        yield
+    except RecursionError as exc:
+        raise Refused(f"the {what}'s structure is nested too deeply to read") from exc
 
 
 def clean(text: str) -> str:

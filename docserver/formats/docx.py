@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from itertools import takewhile
 
 from .base import Deadline, Extracted, Limits, Refused, Unit
-from .common import HeadingPath, clean, meaningful, parse_part, row_groups
+from .common import HeadingPath, clean, meaningful, nested_too_deeply, parse_part, row_groups
 from .zipguard import read_members
 
 __all__ = ["read"]
@@ -59,16 +59,13 @@ def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
         raise Refused(f"{DOCUMENT} has no document body")
     levels, toc_styles = _styles(parse_part(parts[STYLES], STYLES), w) if STYLES in parts else ({}, set())
     reader = _Body(w, levels, toc_styles, deadline)
-    try:
+    with nested_too_deeply("document"):
         reader.blocks(body)
-    except RecursionError as exc:
-        raise Refused("the document's structure is nested too deeply to read") from exc
     metadata = _core(parse_part(parts[CORE], CORE)) if CORE in parts else {}
     title = metadata.pop("title", None) or reader.outline.first
     return Extracted(
         format="docx", title=title, units=tuple(reader.units), metadata=metadata, language=metadata.get("language")
     )
-
 
 
 def _namespace(root: ET.Element) -> str:
@@ -80,8 +77,6 @@ def _namespace(root: ET.Element) -> str:
 
 def _local(element: ET.Element) -> str:
     return element.tag.rsplit("}", 1)[-1] if isinstance(element.tag, str) else ""
-
-
 
 
 def _styles(root: ET.Element, w: str) -> tuple[dict[str, int], set[str]]:
@@ -262,7 +257,6 @@ def _text_boxes(element: ET.Element) -> Iterator[ET.Element]:
             yield child
         elif name != "Fallback":
             yield from _text_boxes(child)
-
 
 
 def _core(root: ET.Element) -> dict[str, str]:

@@ -24,7 +24,7 @@ import lxml.html
 from lxml import etree
 
 from .base import Deadline, Extracted, Limits, Refused, Unit
-from .common import HeadingPath, clean, meaningful, row_groups
+from .common import HeadingPath, clean, meaningful, nested_too_deeply, row_groups
 
 __all__ = ["read"]
 
@@ -69,13 +69,11 @@ def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
     metadata, official_title = _head(root)
     language = _language(root, metadata)
     reader = _Page(deadline)
-    try:
+    with nested_too_deeply("page"):
         for element in list(_unwanted(root)):
             element.drop_tree()
         body = root.find("body")
         reader.walk(body if body is not None else root)
-    except RecursionError as exc:
-        raise Refused("the page's structure is nested too deeply to read") from exc
     reader.flush()
     if not reader.units:
         raise Refused("the HTML page has no text")

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from itertools import takewhile
 
 from .base import Deadline, Extracted, Limits, Refused, Unit
-from .common import HeadingPath, clean, meaningful, parse_part, row_groups
+from .common import HeadingPath, clean, meaningful, nested_too_deeply, parse_part, row_groups
 from .zipguard import read_members
 
 __all__ = ["read"]
@@ -73,18 +73,13 @@ def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
     if text is None:
         raise Refused(f"{CONTENT} holds no text document (office:body/office:text)")
     reader = _Body(deadline)
-    try:
+    with nested_too_deeply("document"):
         reader.blocks(text)
-    except RecursionError as exc:
-        raise Refused("the document's structure is nested too deeply to read") from exc
     metadata = _meta(parse_part(parts[META], META)) if META in parts else {}
     title = metadata.pop("title", None) or reader.outline.first
     return Extracted(
         format="odt", title=title, units=tuple(reader.units), metadata=metadata, language=metadata.get("language")
     )
-
-
-
 
 
 class _Body:
@@ -204,7 +199,6 @@ def _embedded_blocks(element: ET.Element) -> Iterator[ET.Element]:
             yield child
         elif child.tag not in _SKIPPED:
             yield from _embedded_blocks(child)
-
 
 
 def _meta(root: ET.Element) -> dict[str, str]:
