@@ -75,8 +75,9 @@ ifeq ($(LLM),local)
 	$(MAKE) eval-llm-write
 endif
 
-# LLM mode beside offline mode on a fixed subset (gold set + HotpotQA), against `make llm` on LLM_PORT, into
-# $(REPORTS)/EVAL-LLM.md; `make eval-llm-write` into docs/EVAL-LLM.md
+# LLM mode beside the naive RAG, the oracle (HotpotQA) and offline mode on a fixed subset (gold set + HotpotQA
+# test half), against `make llm` on LLM_PORT, into $(REPORTS)/EVAL-LLM.md; `make eval-llm-write` into
+# docs/EVAL-LLM.md. EVAL_ARGS e.g. "--modes oracle --dump build/runs.jsonl" (one column; the dump keeps the others)
 EVAL_LLM := LLM_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 LLM_MODEL=$(LLM_ALIAS) LLM_TIMEOUT_S=300 LLM_MAX_RETRIES=0 \
             $(PY) -m eval.llm
 eval-llm: $(VENV)/.installed-eval

@@ -1,6 +1,6 @@
 """HotpotQA (dev, distractor setting) as a pooled corpus that the pipeline has to search itself.
 
-The questions live outside the repository (`$NEO_SHARED_DIR/eval/hotpotqa/dev_distractor_492.jsonl`, default
+The questions live outside the repository (`$NEO_SHARED_DIR/eval/hotpotqa/dev_distractor_1000.jsonl`, default
 `../shared`; CC BY-SA 4.0, never copied into the project). For a chosen set of questions, every paragraph of
 their contexts (2 gold articles and 8 distractors each) becomes one document titled by its Wikipedia article,
 and the documents are spread over `SHARDS` collections by a stable hash of the title, so that routing has
@@ -27,7 +27,7 @@ import os
 import re
 import string
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,7 +38,7 @@ from docserver.ingest import ingest, slug
 from graph.collections import Catalog, load_catalog
 
 SHARED_DIR = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared"))
-HOTPOT_FILE = SHARED_DIR / "eval" / "hotpotqa" / "dev_distractor_492.jsonl"
+HOTPOT_FILE = SHARED_DIR / "eval" / "hotpotqa" / "dev_distractor_1000.jsonl"
 SHARDS = 4
 T = TypeVar("T")
 
@@ -96,17 +96,11 @@ def gold_titles(question: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(title for title, _ in question["supporting_facts"]))
 
 
-def pooled_gold(question: dict[str, Any], pool: Mapping[str, str]) -> frozenset[str]:
-    """The gold articles of a question that exist as pooled paragraphs (`pool`: title -> text, as `paragraphs`
-    gives it). In the full distractor setting both are in the question's own context; in this file often not."""
-    return frozenset(title for title in gold_titles(question) if title in pool)
-
-
-def answer_in_pool(question: dict[str, Any], pool: Mapping[str, str]) -> bool:
-    """The normalised gold answer occurs as whole words (`answer_found`) in the pooled text of a paragraph of the
-    question's own context or of one of its gold articles present in the pool: the answer can be read there."""
-    titles = dict.fromkeys([title for title, _ in question["context"]] + gold_titles(question))
-    return any(answer_found(question["answer"], pool[title]) for title in titles if title in pool)
+def gold_paragraphs(question: dict[str, Any]) -> dict[str, str]:
+    """Title -> text of the question's gold paragraphs, from its own context and written as `paragraphs` pools
+    them (in this file both are always there)."""
+    gold = set(gold_titles(question))
+    return {title: text for title, text in paragraphs([question]).items() if title in gold}
 
 
 def normalize_answer(text: str) -> str:
@@ -137,6 +131,12 @@ def answer_found(answer: str, text: str) -> bool:
     """The normalised gold answer occurs in the normalised text as whole words."""
     wanted = normalize_answer(answer)
     return bool(wanted) and f" {wanted} " in f" {normalize_answer(text)} "
+
+
+def unasked(question: str, answer: str) -> bool:
+    """The answer is neither yes/no nor words of the question. "Who is older, A or B?" is answered "A": any text
+    naming A contains that answer, so "answer present" says little there (nor for yes/no)."""
+    return normalize_answer(answer) not in ("yes", "no") and not answer_found(answer, question)
 
 
 def collection_of(title: str) -> str:

@@ -352,7 +352,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="folder with real law texts per collection: a second run ingests them into a temporary "
                         "index and adds eval/gold_laws.jsonl (default: ../shared/corpus; skipped when absent)")
     parser.add_argument("--hotpot", type=Path, default=hotpot.HOTPOT_FILE, help="the HotpotQA file (default: "
-                        "$NEO_SHARED_DIR/eval/hotpotqa/dev_distractor_492.jsonl, NEO_SHARED_DIR=../shared; "
+                        "$NEO_SHARED_DIR/eval/hotpotqa/dev_distractor_1000.jsonl, NEO_SHARED_DIR=../shared; "
                         "skipped when absent)")
     parser.add_argument("--hotpot-n", type=int, default=None,
                         help="HotpotQA questions to pool, split evenly over the halves (default: all)")

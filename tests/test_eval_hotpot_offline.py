@@ -1,16 +1,20 @@
 """HotpotQA in `make eval`: the offline run on a few questions (when ../shared has the file), and the pure parts
-(HotpotQA's EM/F1 normalisation, the tuning/test splits, cited titles, the data's ceilings, the raw and attainable
-metrics and the report section). The developer loop (--hotpot-only) writes no report, in docs/ or elsewhere."""
+(HotpotQA's EM/F1 normalisation, the tuning/test splits, cited titles, the pipeline's stages and BM25 over the same
+pool at top 5/10/20, the targets and the report section). The developer loop (--hotpot-only) writes no report, in
+docs/ or elsewhere."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from docserver.corpus import Chunk, Document
+from docserver.index import Index
 from eval import hotpot, hotpot_eval, run
 from eval.answers import cited_titles, source_titles
 from eval.run import EVAL_DIR, load_gold, main, split_gold
@@ -70,94 +74,104 @@ def test_cited_titles_read_the_sources_list_then_the_ledger() -> None:
     assert cited_titles("Only a body [2].", ledger, known) == {"Paris"}
 
 
-def _outcome(split: hotpot_eval.Split, kind: str, retrieved: set[str], cited: set[str], body: str,
-             top: tuple[str, ...]) -> hotpot_eval.Outcome:
-    question = {"id": body, "question": "?", "answer": "Lee Pace", "type": kind,
-                "supporting_facts": [["A", 0], ["B", 1]], "context": [["A", ["Lee Pace."]], ["B", ["A film."]]]}
-    return hotpot_eval.Outcome(question, split, frozenset(retrieved), frozenset(cited), body, False, 0.1, top,
-                               (True, True), frozenset({"A", "B"}), True)
+def _question(qid: str, kind: str, question: str, answer: str) -> dict[str, Any]:
+    return {"id": qid, "question": question, "answer": answer, "type": kind,
+            "supporting_facts": [["A", 0], ["B", 1]], "context": [["A", ["Lee Pace acted."]], ["B", ["A film."]]]}
 
 
-def test_metrics_and_report_section() -> None:
-    outcomes = [_outcome(name, kind, {"A", "B"}, {"A"}, "Lee Pace", ("A", "C")) for name in hotpot_eval.SPLITS
-                for kind in hotpot_eval.TYPES]
-    outcomes.append(_outcome("test", "bridge", {"A"}, set(), "Someone else.", ("C",)))
-    summary = hotpot_eval.summarize(outcomes) | {"pool_paragraphs": 10, "seconds": 1.0}
-    test = summary["test"]["pipeline"]["all"]
-    assert test["questions"] == 3 and test["both_retrieved"] == pytest.approx(2 / 3, abs=1e-3)
-    assert test["one_retrieved"] == 1.0 and test["gold_cited"] == pytest.approx(1 / 3, abs=1e-3)
-    assert test["em"] == pytest.approx(2 / 3, abs=1e-3) and test["answer_present"] == pytest.approx(2 / 3, abs=1e-3)
-    assert summary["test"]["baseline"]["all"]["gold_top5"] == pytest.approx(1 / 3, abs=1e-3)
-    cited_target = summary["test"]["targets"]["Gold articles cited ≥ BM25 top-5 share + 0.15"]
-    assert cited_target["target"] == pytest.approx(1 / 3 + 0.15, abs=1e-3) and cited_target["met"] is False
-    report = "\n".join(hotpot_eval.report_lines(summary, Path("dev.jsonl")))
-    assert "| Both gold articles retrieved | 0.667 | 0.500 | 1.000 | 1.000 |" in report
-    assert "| Answer present | 0.667 | ≥ 0.650 | ✅ |" in report
+def _outcome(split: hotpot_eval.Split, question: dict[str, Any], gathered: set[str], prompt: set[str],
+             cited: set[str], prediction: str, ranking: tuple[str, ...], answer_rank: int | None,
+             seconds: float = 0.1) -> hotpot_eval.Outcome:
+    return hotpot_eval.Outcome(question, split, frozenset(gathered), frozenset(prompt), frozenset(cited), prediction,
+                               prediction.startswith("I found no"), seconds, ranking, answer_rank)
 
 
-def _question(qid: str, gold: tuple[str, str], context: dict[str, str], answer: str) -> dict[str, Any]:
-    return {"id": qid, "question": "?", "answer": answer, "type": "bridge",
-            "supporting_facts": [[title, 0] for title in gold], "context": [[t, [x]] for t, x in context.items()]}
+TWENTY = tuple(f"D{i}" for i in range(1, 21))  # a ranking without a gold article
 
 
-# q1 has both gold paragraphs; q2 one, its answer only as part of a word; q3 one, through q1's context; q4 none
-QUESTIONS = [
-    _question("q1", ("A", "B"), {"A": "Lee Pace acted.", "B": "A film."}, "Lee Pace"),
-    _question("q2", ("C", "D"), {"C": "Gold C.", "X": "Paris, Texas."}, "Par"),
-    _question("q3", ("E", "A"), {"Y": "Nothing here."}, "Lee Pace"),
-    _question("q4", ("F", "G"), {"Z": "Nothing either."}, "Oslo"),
-]
+def _ranked(**at: int) -> tuple[str, ...]:
+    """TWENTY with the gold articles at the given ranks (1-based): _ranked(A=1, B=7)."""
+    ranking = list(TWENTY)
+    for title, rank in at.items():
+        ranking[rank - 1] = title
+    return tuple(ranking)
 
 
-def test_gold_and_answer_in_the_pool_come_from_the_data_alone() -> None:
-    pool = hotpot.paragraphs(QUESTIONS)
-    assert [hotpot.pooled_gold(q, pool) for q in QUESTIONS] == [{"A", "B"}, {"C"}, {"A"}, set()]
-    assert [hotpot.answer_in_pool(q, pool) for q in QUESTIONS] == [True, False, True, False]
-    assert not hotpot.answer_in_pool(QUESTIONS[0], {"B": "A film."})  # only what is pooled counts
+def _test_half() -> list[hotpot_eval.Outcome]:
+    """Four test questions: q1 bridge, every stage holds both gold articles; q2 bridge, the prompt loses B (and the
+    offline answer cites it anyway); q3 bridge, only A gathered, declined; q4 comparison answered yes (asked)."""
+    q1 = _question("q1", "bridge", "Who acted in the film?", "Lee Pace")
+    q2 = _question("q2", "bridge", "Who starred?", "Lee Pace")
+    q3 = _question("q3", "bridge", "Which city?", "Oslo")
+    q4 = _question("q4", "comparison", "Are A and B both films?", "yes")
+    return [
+        _outcome("test", q1, {"A", "B", "C"}, {"A", "B"}, {"A", "B", "C"}, "Lee Pace acted.", _ranked(A=1, B=7), 1),
+        _outcome("test", q2, {"A", "B"}, {"A", "C"}, {"A", "B"}, "He did.", _ranked(A=4, B=15), 4),
+        _outcome("test", q3, {"A"}, {"A"}, set(), "I found no passages", _ranked(B=20), None, seconds=0.5),
+        _outcome("test", q4, {"A", "B"}, {"A", "B"}, {"A", "B"}, "yes", _ranked(A=2, B=3), 2),
+    ]
 
 
-def _asked(split: hotpot_eval.Split, question: dict[str, Any], retrieved: set[str], cited: set[str],
-           prediction: str, top: tuple[str, ...], answer_in_top: tuple[bool, bool]) -> hotpot_eval.Outcome:
-    pool = hotpot.paragraphs(QUESTIONS)
-    return hotpot_eval.Outcome(question, split, frozenset(retrieved), frozenset(cited), prediction, False, 0.1, top,
-                               answer_in_top, hotpot.pooled_gold(question, pool), hotpot.answer_in_pool(question, pool))
-
-
-def test_ceilings_attainable_metrics_and_targets() -> None:
-    q1, q2, q3, q4 = QUESTIONS
-    outcomes = [o for split in hotpot_eval.SPLITS for o in (
-        _asked(split, q1, {"A", "B"}, {"A"}, "Lee Pace acted.", ("A", "X"), (True, True)),
-        _asked(split, q2, {"C"}, {"C"}, "Gold C.", ("C",), (False, False)),
-        _asked(split, q3, {"A"}, {"A"}, "Lee Pace", ("Y", "Z", "C", "A"), (False, True)),
-        _asked(split, q4, set(), set(), "", (), (False, False)))]
-    summary = hotpot_eval.summarize(outcomes) | {"pool_paragraphs": 7, "seconds": 1.0}
-    test = summary["test"]
-    assert test["ceilings"]["all"] == {
-        "questions": 4, "both_in_pool": 0.25, "one_in_pool": 0.75, "gold_share_in_pool": 0.5, "answer_in_pool": 0.5,
-        "n_both_in_pool": 1, "n_one_in_pool_only": 2, "n_none_in_pool": 1, "n_answer_in_pool": 2,
-        "n_gold_from_other_contexts": 1}
-    pipeline, base = test["pipeline"]["all"], test["baseline"]["all"]
-    assert (pipeline["both_retrieved"], pipeline["both_retrieved_attainable"]) == (0.25, 1.0)
-    assert pipeline["gold_cited"] == 0.375 and pipeline["gold_cited_attainable"] == pytest.approx(2.5 / 3, abs=1e-4)
-    assert (pipeline["answer_present"], pipeline["answer_present_attainable"]) == (0.5, 1.0)
-    assert (base["both_top5"], base["both_top5_attainable"]) == (0.0, 0.0)
-    assert base["gold_top5"] == 0.375 and base["gold_top5_attainable"] == pytest.approx(2.5 / 3, abs=1e-4)
-    assert (base["answer_top3"], base["answer_top3_attainable"]) == (0.25, 0.5)
-    assert (pipeline["answer_present_unasked"], base["answer_top3_unasked"]) == (0.5, 0.25)  # no answer is asked
-    assert (base["answer_top5"], base["answer_top5_attainable"]) == (0.5, 1.0)
-    assert test["pipeline"]["comparison"]["both_retrieved_attainable"] is None  # no question: JSON null, not NaN
+def test_stages_baseline_at_5_10_20_and_targets() -> None:
+    outcomes = [*_test_half(), _outcome("tune", _question("t1", "bridge", "Who?", "Ann Ray"), {"A"}, set(), set(),
+                                        "", TWENTY, None)]
+    summary = hotpot_eval.summarize(outcomes)
     json.dumps(summary, allow_nan=False)
-    cited = test["targets"]["Gold articles cited ≥ BM25 top-5 share + 0.15"]
-    assert cited == {"measured": 0.375, "target": 0.525, "met": False, "attainable": 0.833,
-                     "attainable_target": 0.983, "attainable_met": False, "ceiling": 0.5, "reachable": False}
-    assert test["targets"]["Both gold articles retrieved"]["attainable_met"] is True
+    pipeline, base = summary["test"]["pipeline"]["all"], summary["test"]["baseline"]["all"]
+    assert pipeline == {
+        "questions": 4, "yes_no": 1, "unasked": 3,
+        "both_gathered": 0.75, "one_gathered": 1.0, "both_prompt": 0.5, "both_cited": 0.75, "gold_cited": 0.75,
+        "documents_prompt": 1.75, "documents_cited": 1.75,
+        "answer_present": 0.5, "answer_present_unasked": pytest.approx(1 / 3, abs=1e-4),
+        "em": 0.25, "f1": pytest.approx((0.8 + 1) / 4, abs=1e-4), "declined": 0.25, "seconds_mean": 0.2}
+    assert base == {
+        "questions": 4, "answer_top3": 0.5, "answer_top3_unasked": pytest.approx(1 / 3, abs=1e-4),
+        "gold_top5": 0.5, "both_top5": 0.25, "answer_top5": 0.75,
+        "gold_top10": 0.625, "both_top10": 0.5, "answer_top10": 0.75,
+        "gold_top20": 0.875, "both_top20": 0.75, "answer_top20": 0.75}  # q3: B at 20, A not ranked
+    assert summary["test"]["pipeline"]["comparison"]["answer_present_unasked"] is None  # none: JSON null, not NaN
+    assert summary["tune"]["pipeline"]["all"]["questions"] == 1 and summary["tune"]["baseline"]["all"]["gold_top20"] == 0
+    assert summary["test"]["targets"] == {
+        "Both gold articles gathered ≥ 0.90": {"measured": 0.75, "target": 0.9, "met": False},
+        "Both gold articles in the prompt ≥ 0.80": {"measured": 0.5, "target": 0.8, "met": False},
+        "Gold articles cited ≥ BM25 top-5 gold recall + 0.15": {"measured": 0.75, "target": 0.65, "met": True},
+        "Answer present, unasked ≥ BM25 answer in the top 3, unasked + 0.10": {
+            "measured": 0.333, "target": 0.433, "met": False}}
+
+
+def test_answer_rank_counts_within_each_cut() -> None:
+    question = _question("q", "bridge", "Who?", "Lee Pace")
+    outcome = _outcome("test", question, set(), set(), set(), "", _ranked(A=6), 6)
+    assert [outcome.answer_in_top(k) for k in (3, 5, 10, 20)] == [False, False, True, True]
+    assert not _outcome("test", question, set(), set(), set(), "", TWENTY, None).answer_in_top(20)
+    assert (outcome.recall(outcome.ranking[:5]), outcome.recall(outcome.ranking[:10])) == (0.0, 0.5)
+
+
+def test_baseline_ranks_documents_and_finds_the_first_answer_paragraph() -> None:
+    """Documents in BM25 order (a document with no word of the question is not ranked), and the rank of the first
+    whose paragraph holds the answer."""
+    texts = {"A": "Lee Pace is an actor from Texas.", "B": "The film Gimme Shelter stars an actor.",
+             "C": "Oslo is a city; Lee Pace was born elsewhere."}
+    index = Index(Document(t, hotpot_eval.POOL, t, (Chunk(t, hotpot_eval.POOL, 0, t, "", x),)) for t, x in texts.items())
+    question = _question("q", "bridge", "Which actor stars in the film Gimme Shelter?", "Lee Pace")
+    assert hotpot_eval.baseline(question, index, texts) == (("B", "A"), 2)
+    assert hotpot_eval.baseline({**question, "answer": "Oslo"}, index, texts) == (("B", "A"), None)
+
+
+def test_report_section() -> None:
+    outcomes = [*_test_half(), *[replace(o, split="tune") for o in _test_half()]]
+    summary = hotpot_eval.summarize(outcomes) | {"pool_paragraphs": 10, "seconds": 1.0}
     report = "\n".join(hotpot_eval.report_lines(summary, Path("dev.jsonl")))
-    assert "lacks a gold paragraph for 6 of the 8 questions (75%: 4 have one, 2 none, only 2 both;" in report
-    assert "adds 2 gold articles" in report and "occurs in the pool text of only 4 (50%)" in report
-    assert "so the targets both gold retrieved ≥ 0.90 and answer present ≥ 0.65 cannot be met" in report
-    assert "| Questions with both gold articles in the pool | 0.250 | 0.250 | – | 0.250 |" in report
-    assert ("| Both gold articles retrieved | 0.250 | ≥ 0.900 | ❌ | 1.000 | ≥ 0.900 | ✅ | 0.250 (below the target) |"
-            in report)
+    assert "8 questions of HotpotQA dev" in report and "all their 10 paragraphs" in report
+    assert "| Both gold articles gathered | 0.750 | 0.667 | 1.000 | 0.750 |" in report
+    assert "| Both gold articles in the prompt | 0.500 | 0.333 | 1.000 | 0.500 |" in report
+    assert "| Documents in the prompt (mean) | 1.75 | 1.67 | 2.00 | 1.75 |" in report
+    assert "| Answer present, unasked | 0.333 | 0.333 | – | 0.333 |" in report
+    assert "| Gold recall, top 10 | 0.625 | 0.500 | 1.000 | 0.625 |" in report
+    assert "| Answer in the top 20 paragraphs | 0.750 | 0.667 | 1.000 | 0.750 |" in report
+    assert "| Both gold articles in the prompt ≥ 0.80 | 0.500 | ≥ 0.800 | ❌ |" in report
+    assert "| Gold articles cited ≥ BM25 top-5 gold recall + 0.15 | 0.750 | ≥ 0.650 | ✅ |" in report
+    assert not any(word in report.lower() for word in ("attainable", "ceiling"))
 
 
 @pytest.fixture
@@ -182,27 +196,29 @@ async def test_absent_hotpot_file_is_skipped(tmp_path: Path, capsys: pytest.Capt
 async def test_offline_hotpot_on_a_few_questions(capsys: pytest.CaptureFixture[str], writes_nothing: None) -> None:
     summary = await main(["--hotpot-only", "--split", "tune", "--hotpot-n", "12"])
     assert json.loads(capsys.readouterr().out) == summary
-    assert set(summary) == {"tune", "pool_paragraphs", "seconds"} and 60 < summary["pool_paragraphs"] <= 120
-    pipeline, base, ceilings = (summary["tune"][part] for part in ("pipeline", "baseline", "ceilings"))
-    assert pipeline["all"]["questions"] == 6 == base["all"]["questions"] == ceilings["all"]["questions"]
+    assert set(summary) == {"tune", "pool_paragraphs", "seconds"} and 100 < summary["pool_paragraphs"] <= 120
+    pipeline, base = summary["tune"]["pipeline"], summary["tune"]["baseline"]
+    assert pipeline["all"]["questions"] == 6 == base["all"]["questions"]
     assert pipeline["bridge"]["questions"] + pipeline["comparison"]["questions"] == 6
-    for group in (*pipeline.values(), *base.values(), *ceilings.values()):
-        assert all(v is None or 0 <= v <= 1 for k, v in group.items()  # None: an attainable measure over none
-                   if k not in ("questions", "yes_no", "seconds_mean") and not k.startswith("n_"))
-    everything = ceilings["all"]
-    assert everything["n_both_in_pool"] + everything["n_one_in_pool_only"] + everything["n_none_in_pool"] == 6
-    assert pipeline["all"]["both_retrieved"] <= everything["both_in_pool"]  # nothing beyond the data's ceiling
-    assert base["all"]["gold_top5"] <= everything["gold_share_in_pool"]
-    assert base["all"]["one_top5"] >= 0.5  # plain BM25 finds a gold article for most questions
-    assert pipeline["all"]["em"] <= pipeline["all"]["f1"] <= 1
+    for group in (*pipeline.values(), *base.values()):
+        assert all(v is None or 0 <= v <= 1 for k, v in group.items()  # None: a measure over no question
+                   if k not in ("questions", "yes_no", "unasked", "seconds_mean") and not k.startswith("documents"))
+    every, bm25 = pipeline["all"], base["all"]
+    assert every["one_gathered"] >= every["both_gathered"] >= every["both_prompt"]  # the prompt reads evidence
+    assert bm25["gold_top5"] <= bm25["gold_top10"] <= bm25["gold_top20"] and bm25["answer_top3"] <= bm25["answer_top5"]
+    assert bm25["both_top20"] >= 0.5  # both gold paragraphs are in the pool: plain BM25 ranks most of them high
+    assert every["em"] <= every["f1"] <= 1 and every["documents_prompt"] > 0
     assert all(isinstance(t["met"], bool) for t in summary["tune"]["targets"].values())
 
 
 def test_an_answer_the_question_names_is_counted_apart() -> None:
     """"Who is older, Lee Pace or Ann Ray?" is answered "Lee Pace": any text naming him contains the answer."""
-    named = {**QUESTIONS[0], "id": "q5", "question": "Who is older, Lee Pace or Ann Ray?"}
-    yes = {**QUESTIONS[1], "id": "q6", "question": "Are both from Texas?", "answer": "yes"}
-    outcomes = [_asked("test", q, set(), set(), text, (), (True, True))
-                for q, text in ((named, "Lee Pace acted."), (yes, "yes"), (QUESTIONS[3], "Oslo"), (QUESTIONS[2], ""))]
+    named = _question("q5", "comparison", "Who is older, Lee Pace or Ann Ray?", "Lee Pace")
+    yes = _question("q6", "comparison", "Are both from Texas?", "yes")
+    oslo = _question("q7", "bridge", "Which city?", "Oslo")
+    plain = _question("q8", "bridge", "Who?", "Lee Pace")
+    assert [hotpot.unasked(q["question"], q["answer"]) for q in (named, yes, oslo, plain)] == [False, False, True, True]
+    outcomes = [_outcome("test", q, set(), set(), set(), text, TWENTY, None)
+                for q, text in ((named, "Lee Pace acted."), (yes, "yes"), (oslo, "Oslo"), (plain, ""))]
     pipeline = hotpot_eval.pipeline_metrics(outcomes)
     assert pipeline["answer_present"] == 0.75 and pipeline["answer_present_unasked"] == 0.5

@@ -25,6 +25,7 @@ from graph.context import Context
 from graph.models import Evidence, Turn
 from graph.nodes.plan import Translation, accept_translation
 from graph.runner import run_pipeline, start
+from graph.text import extractive
 from graph.text.extractive import select_facts
 from graph.text.hops import bridge_queries, unfound_things
 from graph.text.language import detect_language
@@ -379,3 +380,64 @@ def test_a_bridge_through_two_linked_passages_is_answered_from_both(question: st
     facts = select_facts(question, [ERA, SPIZER, BEATLES], 4, language="en", spread=False)
     cited = {i for f in facts for i in f.evidence_ids}
     assert {SPIZER.id, BEATLES.id} <= cited, facts
+
+
+def _linkable(doc: str, title: str, text: str, collection: str = "w1") -> Evidence:
+    return Evidence(id=f"{collection}/{doc}#0", collection=collection, doc_id=doc, title=title, text=text)
+
+
+DODD = _linkable("dodd", "Bobby Dodd Stadium", "Bobby Dodd Stadium at Historic Grant Field is the football stadium "
+                "located at the corner of North Avenue at Techwood Drive in Atlanta.")
+TECH = _linkable("tech", "1964 Georgia Tech Yellow Jackets football team", "The 1964 Georgia Tech Yellow Jackets "
+                "were led by coach Bobby Dodd and played their home games at Bobby Dodd Stadium in Atlanta, Georgia.")
+OLD_TRAFFORD = _linkable("ot", "Old Trafford, Greater Manchester", "Old Trafford is the home of Manchester United "
+                        "in European football, between Brook Bar and Trafford Bar.")
+MANCHESTER = _linkable("mu", "Manchester United F.C. in European football", "Manchester United has taken part in "
+                      "European competitions since 1956.")
+FALL_RIVER = _linkable("fr", "Fall River Heritage State Park", "Fall River Heritage State Park holds the battleship "
+                      "Big Mamie near the Fall River waterfront.")
+FALL_RIVER_IDAHO = _linkable("fri", "Fall River (Wyoming, Idaho)", "The Fall River is a tributary in Idaho.")
+# the same rules over Dutch text: a permit passage naming the law, and the law's own document
+PERMIT = _linkable("borssele", "Kerncentrale Borssele", "De vergunning van kerncentrale Borssele vervalt volgens "
+                    "de Kernenergiewet op 31 december 2033.", "anvs")
+NUCLEAR_ACT = _linkable("kew", "Kernenergiewet", "De Kernenergiewet regelt de vergunningen voor kerninstallaties "
+                          "in Nederland.", "wetten")
+NUCLEAR_ACT_SUMMARY = _linkable("kew-s", "Kernenergiewet (samenvatting)", "Een samenvatting van de Kernenergiewet.", "anvs")
+
+
+@pytest.mark.parametrize(("a", "b", "question", "expected"), [
+    (TECH, DODD, "Where is the stadium of the 1964 Georgia Tech Yellow Jackets football team?", 1.0),  # named in full
+    (DODD, TECH, "Where is the stadium of the 1964 Georgia Tech Yellow Jackets football team?", 1.0),  # either way
+    (OLD_TRAFFORD, MANCHESTER, "What club plays between Brook Bar and Trafford Bar?", 4 / 6),  # most title words
+    (FALL_RIVER, FALL_RIVER_IDAHO, "Which battleship is at the Fall River Heritage State Park?", 0.0),  # one name
+    (DODD, DODD, "Where is Bobby Dodd Stadium?", 0.0),  # one document
+    # both titles named in the question: a comparison of two named things
+    (DODD, FALL_RIVER, "Is Bobby Dodd Stadium older than Fall River Heritage State Park?", 1.0),
+    (TECH, DODD, "Where is Bobby Dodd Stadium?", 0.0),  # the question names the bridge: no bridge
+    (PERMIT, NUCLEAR_ACT, "Wanneer vervalt de vergunning van kerncentrale Borssele?", 1.0),  # Dutch bridge
+    (NUCLEAR_ACT, NUCLEAR_ACT_SUMMARY, "Wat regelt de Kernenergiewet?", 0.0),  # a law and its summary: one name
+])
+def test_two_passages_are_linked_by_a_title_one_names(a: Evidence, b: Evidence, question: str,
+                                                      expected: float) -> None:
+    assert extractive._link(a, b, question) == pytest.approx(expected, abs=0.01)
+
+
+@pytest.mark.parametrize(("question", "ledger", "pair"), [
+    ("Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?",
+     [FALL_RIVER, TECH, OLD_TRAFFORD, DODD], {TECH.id, DODD.id}),
+    ("Wanneer vervalt de vergunning van kerncentrale Borssele volgens de wet op kerninstallaties?",
+     [NUCLEAR_ACT_SUMMARY, PERMIT, NUCLEAR_ACT], {PERMIT.id, NUCLEAR_ACT.id}),
+])
+def test_the_best_pair_is_the_linked_one_covering_the_question(question: str, ledger: list[Evidence],
+                                                               pair: set[str]) -> None:
+    query = extractive.query_terms(question)
+    found = extractive.best_pair(query, [extractive.stems_of(e.text) for e in ledger], ledger, question)
+    assert found is not None and {ledger[i].id for i in found[1]} == pair
+
+
+def test_a_bridge_answer_opens_with_a_sentence_of_each_linked_passage() -> None:
+    """The stadium's passage shares one word with the question, yet the answer (its address) is there."""
+    question = "Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?"
+    facts = select_facts(question, [FALL_RIVER, TECH, OLD_TRAFFORD, DODD], 4, language="en", spread=False)
+    assert [f.evidence_ids for f in facts[:2]] == [[TECH.id], [DODD.id]]
+    assert "North Avenue" in facts[1].text

@@ -29,7 +29,7 @@ from graph.clients.llm import LLMError, StreamEnd
 from graph.config import PipelineConfig
 from graph.context import Context
 from graph.loop import Loop
-from graph.models import Evidence, Route, Usage
+from graph.models import Evidence, Fact, Route, Usage
 from graph.nodes.json_answer import cited_entries, write_json
 from graph.state import State
 from graph.structured import fallback
@@ -121,6 +121,26 @@ def answer_documents(route: Route, config: PipelineConfig, model: bool) -> int:
     return config.ledger_limit if spread(route) or not model else min(config.focus_documents, config.ledger_limit)
 
 
+def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, config: PipelineConfig, model: bool
+                  ) -> tuple[Ledger, dict[str, list[int]]]:
+    """What the answer rests on: the ledger of the documents the facts cite (`answer_documents` of them) and a
+    comparison's sides. For a model, what its one answer prompt reads, and so all it may cite: the ledger cut to
+    the evidence budget (`Ledger.fit`), unless the answer is written side by side (a side reads a few passages).
+    The evaluation calls this with `model=True` to measure what would reach the prompt."""
+    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model))
+    sides = comparison_sides(side_by_side(route), route.collections, ledger, config.prompt_passages)
+    if model and not sides:
+        ledger = ledger.fit(config.evidence_tokens, config.passage_chars)
+    return ledger, sides
+
+
+def prompt_passages(ledger: Ledger, sides: dict[str, list[int]]) -> list[Evidence]:
+    """The entries a model's answer prompt reads: the ledger's, or only the sides' when written side by side."""
+    if not sides:
+        return list(ledger)
+    return [ledger.entries[n - 1] for numbers in sides.values() for n in numbers]
+
+
 def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
     """One think line, one log line and the metric's event for the passages research found planted sentences in
     (`graph.text.injection.screen` took them out as the passages came in)."""
@@ -133,10 +153,7 @@ def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     report_withheld(state["evidence"], ctx)
-    ledger = Ledger.for_answer(state["facts"], state["evidence"], answer_documents(route, ctx.config, ctx.llm is not None))
-    sides = comparison_sides(side_by_side(route), route.collections, ledger, ctx.config.prompt_passages)
-    if ctx.llm is not None and not sides:  # what the model reads is all it may cite (a side reads a few passages)
-        ledger = ledger.fit(ctx.config.evidence_tokens, ctx.config.passage_chars)
+    ledger, sides = answer_ledger(state["facts"], state["evidence"], route, ctx.config, ctx.llm is not None)
     gaps = state["gaps"]
     missing = not_found(state["unfound"], loop)
     if ledger and missing:
