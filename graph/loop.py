@@ -130,6 +130,21 @@ def coverage_verdict(kind: QueryType, tasks: list[ResearchTask], covered: set[st
     return Verdict(status="sufficient" if complete else "partial", judged_by="coverage")
 
 
+def follows_links(kind: QueryType, side_by_side: bool, round_no: int) -> bool:
+    """Whether research looks up what the first round's best passages name (`graph.text.hops.link_queries`)
+    although coverage may call the evidence sufficient: for a question about one thing or comparing named things,
+    in the first round only. A question's words can all be held by the passage that names the bridge while the
+    answer is in the document about the bridge (HotpotQA's bridge questions); a title lookup costs a search, not a
+    model call. Overviews, deep dives and comparisons of sources read broadly instead."""
+    return kind in ("factual", "comparative") and not side_by_side and round_no == 1
+
+
+def unexplored(verdict: Verdict) -> Verdict:
+    """A verdict once the evidence names things not yet looked up: sufficient becomes partial (so the loop's rule
+    runs the lookups as its next round); any other verdict stands."""
+    return verdict.model_copy(update={"status": "partial"}) if verdict.status == "sufficient" else verdict
+
+
 def rules_verdict(tasks: list[ResearchTask], covered: set[str]) -> Verdict:
     """Offline / fallback judgement: the tasks without facts are what is missing."""
     missing = [t.label for t in tasks if t.id not in covered]

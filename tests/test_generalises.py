@@ -27,7 +27,7 @@ from graph.nodes.plan import Translation, accept_translation
 from graph.runner import run_pipeline, start
 from graph.text import extractive
 from graph.text.extractive import select_facts
-from graph.text.hops import bridge_queries, unfound_things
+from graph.text.hops import bridge_queries, link_queries, title_like, unfound_things
 from graph.text.language import detect_language
 from graph.text.routing import focus_terms
 
@@ -441,3 +441,28 @@ def test_a_bridge_answer_opens_with_a_sentence_of_each_linked_passage() -> None:
     facts = select_facts(question, [FALL_RIVER, TECH, OLD_TRAFFORD, DODD], 4, language="en", spread=False)
     assert [f.evidence_ids for f in facts[:2]] == [[TECH.id], [DODD.id]]
     assert "North Avenue" in facts[1].text
+
+
+@pytest.mark.parametrize(("name", "text", "expected"), [
+    ("Chris Van Hollen", "A bill introduced by Chris Van Hollen in 2010.", True),
+    ("Bratislava", "Satinský was born in Bratislava in 1941.", True),  # one word, mid-sentence
+    ("Kernenergiewet", "De vergunning vervalt volgens de Kernenergiewet.", True),
+    ("GSR Part 2", "Zie GSR Part 2 van de IAEA.", True),  # a numbered title: two plain words
+    ("1998 Toyota Grand Prix", "He won the 1998 Toyota Grand Prix.", True),
+    ("December 2033", "De vergunning vervalt op 31 December 2033.", False),  # a date
+    ("Artikel 15a", "Dat regelt Artikel 15a.", False),  # a numbered reference
+    ("Langer", "Langer dan tien jaar blijft de vergunning geldig.", False),  # only a sentence's first word
+    ("However", "However, the band split up.", False),
+])
+def test_a_lookup_is_for_what_may_be_a_title(name: str, text: str, expected: bool) -> None:
+    assert title_like(name, text) is expected
+
+
+def test_lookups_are_the_names_the_best_passages_give_that_no_document_is_about() -> None:
+    question = "Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?"
+    assert link_queries(question, question, [TECH], set()) == ["Bobby Dodd", "Bobby Dodd Stadium in Atlanta"]
+    again = link_queries(question, question, [TECH, DODD], set())  # the stadium's document is gathered
+    assert "Bobby Dodd" in again and not any(q.startswith("Bobby Dodd Stadium") for q in again)
+    dutch = "Wanneer vervalt de vergunning van kerncentrale Borssele?"
+    assert link_queries(dutch, dutch, [PERMIT], set()) == ["Kernenergiewet"]
+    assert "Kernenergiewet" not in link_queries(dutch, dutch, [PERMIT, NUCLEAR_ACT], set())

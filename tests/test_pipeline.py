@@ -21,7 +21,7 @@ from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, Collection, load_catalog
 from graph.config import PipelineConfig
 from graph.context import Context
-from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, refine
+from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, follows_links, refine, unexplored
 from graph.models import Fact, ResearchTask, Turn, Verdict
 from graph.nodes.synthesize import not_found
 from graph.runner import run_pipeline, start
@@ -269,7 +269,8 @@ def _started(events) -> list[str]:
     ("question", "agents"),
     [
         (SEED_COMPARATIVE, 2),
-        ("Wat is IAEA GSR Part 2?", 4),  # every collection is searched; the named one goes first
+        # every collection is searched, the named one first; then the names its best passages give are looked up
+        ("Wat is IAEA GSR Part 2?", 8),
         ("Wanneer vervalt de vergunning van kerncentrale Borssele?", 4),
         ("Compare the CPPNM with the Dutch Kernenergiewet", 2),
         ("Geef een gedetailleerde uitleg van de Kernenergiewet", 0),  # deep dive reads a document instead
@@ -649,3 +650,22 @@ async def test_llm_mode_declines_without_a_summary_call_when_no_passage_covers_t
     prompts = [p for p in prompts if "Classificeer de vraag" not in p]  # the router's call (no clear signal)
     assert not any("Antwoord uitsluitend met JSON" in p or "Je bent NEO NL" in p for p in prompts)
     assert "verzonnen" not in answer and "geen passages gevonden" in answer
+
+
+@pytest.mark.parametrize(("kind", "side_by_side", "round_no", "expected"), [
+    ("factual", False, 1, True),  # "Where is the stadium the 1964 Georgia Tech team played at?" / "Wat is GSR Part 2?"
+    ("comparative", False, 1, True),  # two named things ("Wie is ouder, A of B?")
+    ("comparative", True, 1, False),  # sources side by side: each sub-agent reads its own collection
+    ("exploratory", False, 1, False),
+    ("deep_dive", False, 1, False),
+    ("factual", False, 2, False),  # once: the lookups are the second round
+])
+def test_links_are_followed_once_for_questions_about_things(kind: str, side_by_side: bool, round_no: int,
+                                                             expected: bool) -> None:
+    assert follows_links(kind, side_by_side, round_no) is expected
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    ("sufficient", "partial"), ("partial", "partial"), ("insufficient", "insufficient")])
+def test_unexplored_links_keep_a_sufficient_verdict_from_stopping(status: str, expected: str) -> None:
+    assert unexplored(Verdict(status=status, judged_by="coverage")).status == expected

@@ -19,9 +19,11 @@ from graph.loop import (
     decide,
     failed_collections,
     follow_up_tasks,
+    follows_links,
     model_judges,
     research_rounds,
     rules_verdict,
+    unexplored,
     untried,
     with_findings,
 )
@@ -29,7 +31,7 @@ from graph.models import ResearchTask, Status, Usage, Verdict
 from graph.nodes.plan import in_language_by_model, language_label
 from graph.state import State
 from graph.structured import ask_json
-from graph.text.hops import bridge_queries, complete
+from graph.text.hops import bridge_queries, complete, link_queries
 from graph.text.routing import side_by_side
 
 
@@ -107,6 +109,11 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
     # a second hop, from the evidence, for a question about one thing or a comparison of things
     if route.query_type in ("factual", "comparative") and not side_by_side(route) and verdict.status != "sufficient":
         hops = bridge_queries(state["question"], focus, evidence, ctx.catalog.words())
+    links = link_queries(state["question"], focus, evidence, ctx.catalog.words()) \
+        if follows_links(route.query_type, side_by_side(route), loop.round) else []
+    if links:  # the first round's best passages name things no gathered document is about: look them up
+        hops = list(dict.fromkeys(links + hops))
+        verdict = unexplored(verdict)
     decision = decide(loop, verdict, kind=route.query_type, new_evidence=len(evidence) - loop.evidence_seen,
                       failed=failed, limits=limits, follow_ups=follow_up_tasks(loop.tasks, hops, loop.round, failed),
                       alternatives=alternatives(loop.tasks, ctx))
