@@ -187,7 +187,7 @@ def select_facts(
         if detect_language(sentence, default=language) != language:
             score *= 0.7
         score += 0.5 * evidence.relevance + (PRIOR_BONUS if evidence.collection in prior else 0.0)
-        if len(title_core(evidence.title)) > 2 and title_core(evidence.title) in question.lower():
+        if names_title(evidence.title, question):
             score += TITLE_BONUS  # a document about something the question names: its sentences speak about it
         score += bonus
         ranked.setdefault(evidence.collection if spread else "", []).append((score, -i, -j, sentence, evidence.id))
@@ -253,6 +253,17 @@ def unqualified(title: str) -> str:
     return re.sub(r"\s*\(.*?\)\s*$", "", title).strip()
 
 
+def names_title(title: str, question: str) -> bool:
+    """The question names the document's title (without qualifier, three letters at least)."""
+    core = title_core(title)
+    return len(core) > 2 and core in question.lower()
+
+
+@lru_cache(maxsize=4096)  # pairs of passages compare the same titles over and over (`best_pair`)
+def _title_words(core: str) -> tuple[frozenset[str], ...]:
+    return tuple(analyze(core))
+
+
 def title_core(title: str) -> str:
     """A title as a question would name it: unqualified, lower case."""
     return unqualified(title).lower()
@@ -273,7 +284,7 @@ def link_strength(a: Evidence, b: Evidence) -> float:
     name = title_core(b.title)
     if len(name) > 3 and name in a.text.lower():
         return 1.0
-    words = analyze(name)
+    words = _title_words(name)
     if len(words) < 2:
         return 0.0
     have = stems_of(a.text)
@@ -310,7 +321,7 @@ def best_pair(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: 
     hits = [frozenset(k for k, t in enumerate(query) if t & s) for s in stems]
     order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
     best: tuple[float, float, tuple[int, int]] | None = None
-    asked = question.lower()
+    named = [names_title(e.title, question) for e in ledger]
     for i in order[:PAIR_FIRST]:
         if not hits[i]:
             continue
@@ -321,8 +332,7 @@ def best_pair(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: 
             if not link:
                 continue
             union = hits[i] | hits[j]
-            named = all(len(core) > 2 and core in asked for core in (title_core(ledger[i].title), title_core(ledger[j].title)))
-            score = sum(weight[k] for k in union) / total + LINK_WEIGHT * (link + NAMED_WEIGHT * named)
+            score = sum(weight[k] for k in union) / total + LINK_WEIGHT * (link + NAMED_WEIGHT * (named[i] and named[j]))
             if best is None or score > best[0]:
                 best = (score, len(union) / len(query), (i, j))
     return None if best is None else (best[1], best[2])
@@ -347,8 +357,9 @@ def _answer_bonus(sentence: str, question: str) -> float:
 
 def named_things(pair: tuple[float, tuple[int, int]], ledger: list[Evidence], question: str) -> bool:
     """Each passage of the pair is from the document about a different thing the question names (its title)."""
-    cores = {title_core(ledger[i].title) for i in pair[1]}
-    return len(cores) == 2 and all(len(core) > 2 and core in question.lower() for core in cores)
+    i, j = pair[1]
+    return title_core(ledger[i].title) != title_core(ledger[j].title) and all(
+        names_title(ledger[k].title, question) for k in (i, j))
 
 
 def pair_sentences(pair: list[Evidence], query: list[frozenset[str]], weight: dict, question: str,

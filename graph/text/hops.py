@@ -15,7 +15,7 @@ import re
 
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
-from graph.text.extractive import query_terms, stems_of, unqualified, weighted_coverage
+from graph.text.extractive import query_terms, stems_of, title_core, unqualified, weighted_coverage
 from textkit import STOPWORDS
 
 # A name: capitalised words (or words with digits), joined by short lower-case connectors ("Folie à Deux",
@@ -123,6 +123,11 @@ def uncovered_words(question_focus: str, passage: str) -> list[str]:
             and not any(group & have for group in query_terms(w))]
 
 
+def best_covering(coverage: list[float], n: int = 3) -> list[int]:
+    """The positions of the `n` passages covering the question best (ties in evidence order)."""
+    return sorted(range(len(coverage)), key=lambda i: -coverage[i])[:n]
+
+
 def bridge_queries(question: str, focus: str, evidence: list[Evidence], exclude: set[str]) -> list[str]:
     """Second-hop queries: for the passages that cover the question best, the names they mention that the
     question does not (the bridge), each with the question's words those passages leave uncovered."""
@@ -132,7 +137,7 @@ def bridge_queries(question: str, focus: str, evidence: list[Evidence], exclude:
     if not query:
         return []
     coverage = weighted_coverage(query, [stems_of(e.text) for e in evidence])
-    best = sorted(range(len(evidence)), key=lambda i: -coverage[i])[:3]
+    best = best_covering(coverage)
     asked = {n.lower() for n in names(question, exclude)} | {w.lower() for w in focus.split()}
     queries: list[str] = []
     for i in best:
@@ -174,9 +179,8 @@ def link_queries(question: str, focus: str, evidence: list[Evidence], exclude: s
     query = query_terms(focus)
     if not evidence or not query:
         return []
-    coverage = weighted_coverage(query, [stems_of(f"{e.title} {e.text}") for e in evidence])
-    best = sorted(range(len(evidence)), key=lambda i: -coverage[i])[:3]
-    known = {unqualified(e.title).lower() for e in evidence}
+    best = best_covering(weighted_coverage(query, [stems_of(f"{e.title} {e.text}") for e in evidence]))
+    known = {title_core(e.title) for e in evidence}
     asked = question.lower()
     out: list[str] = []
     for i in best:
