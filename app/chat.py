@@ -26,6 +26,7 @@ from graph.answer.events import (
     AnswerCut,
     AnswerDelta,
     Degraded,
+    EchoVerdicts,
     ErrorEvent,
     Finished,
     InstructionsIgnored,
@@ -245,6 +246,9 @@ class RequestRecord:
             self.metrics.fallbacks.labels(event.step, event.reason).inc()
         elif isinstance(event, Unsupported):
             self.metrics.unsupported.inc(len(event.sentences))
+        elif isinstance(event, EchoVerdicts):
+            for verdict, n in ((v, getattr(event, v)) for v in ("copy", "trimmed", "answer")):
+                self.metrics.echo.labels(event.step, verdict).inc(n)
         elif isinstance(event, InstructionsIgnored):
             for collection, n in event.collections:
                 self.metrics.injection.labels(collection).inc(n)

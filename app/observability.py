@@ -89,6 +89,11 @@ class Metrics:
         self.unsupported = Counter(
             "neo_unsupported_sentences", "Answer sentences not supported by the passages they cite", registry=r
         )
+        self.echo = Counter(
+            "neo_echo_guard_lines", "Lines of the model's answer calls as the prompt-echo guard judged them, by step "
+            "(verdict: copy = a line of the prompt, dropped; trimmed = a copied label or question cut off and the rest "
+            "kept; answer = kept)", ["step", "verdict"], registry=r,
+        )
         self.injection = Counter(
             "neo_injection_suspected", "Retrieved passages that held sentences addressed to the model (withheld from "
             "every prompt)", ["collection"], registry=r,

@@ -15,6 +15,7 @@ from graph.answer.events import (
     AnswerCut,
     AnswerDelta,
     Degraded,
+    EchoVerdicts,
     ErrorEvent,
     Finished,
     InstructionsIgnored,
@@ -138,8 +139,8 @@ class ChunkRenderer:
             return self._answer_text(neutralize(event.correction)) if event.correction else []
         if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, InstructionsIgnored)):
             return []  # the matching Step lines already tell the story in the think block
-        if isinstance(event, Searched):
-            return []  # for the audit line only
+        if isinstance(event, (Searched, EchoVerdicts)):
+            return []  # for the audit line and the metrics only
         if isinstance(event, UsageEvent):
             self.usage.add(event.step, event.prompt_tokens, event.completion_tokens, event.calls)
             return []

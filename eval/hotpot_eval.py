@@ -154,7 +154,8 @@ async def ask(question: dict[str, Any], graph: Any, ctx: Context, known: set[str
     state, request = start([Turn(role="user", content=question["question"])], ctx)
     state = await graph.ainvoke(state, context=request)
     seconds = time.perf_counter() - started
-    ledger, sides = answer_ledger(state["facts"], state["evidence"], state["route"], ctx.config, model=True)
+    ledger, sides = answer_ledger(state["facts"], state["evidence"], state["route"], ctx.config, model=True,
+                                  question=state["question"], glossary=ctx.catalog.glossary)
     cited = cited_titles(state["answer"], state["sources"], known)  # sources: what the answer's [n] point at
     return Answered(frozenset(e.title for e in state["evidence"]),
                     frozenset(e.title for e in prompt_passages(ledger, sides)), frozenset(cited), state["answer"],

@@ -55,13 +55,14 @@ from eval import hotpot, hotpot_eval
 from eval.answers import body_of, is_declined
 from eval.run import EVAL_DIR, load_gold
 from graph.answer import messages
-from graph.answer.events import AnswerDelta, LLMFallback, Unsupported, UsageEvent
+from graph.answer.events import AnswerDelta, EchoVerdicts, LLMFallback, Unsupported, UsageEvent
 from graph.answer.ledger import Ledger
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
-from graph.clients.llm import Completion, LLMClient
+from graph.clients.llm import Completion, LLMClient, LLMError
 from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, load_catalog
+from graph.config import PipelineConfig
 from graph.context import Context
 from graph.models import Evidence, Turn, Usage
 from graph.runner import start
@@ -112,9 +113,11 @@ class Run:
     tokens: int = 0
     prompt_tokens: int = 0
     steps: dict[str, int] = field(default_factory=dict)  # prompt tokens per pipeline step
+    by_step: dict[str, list[float]] = field(default_factory=dict)  # step -> [calls, prompt, completion, seconds]
     rounds: int = 0  # research rounds (pipeline)
     structured: int = 0  # structured model steps attempted (see the module docstring)
     fallbacks: list[tuple[str, str]] = field(default_factory=list)  # (step, reason)
+    echo: dict[str, int] = field(default_factory=dict)  # the prompt-echo guard's verdicts, "step verdict" -> lines
     unsupported: int = 0
     markers: int = 0
     supported_markers: int = 0
@@ -173,6 +176,9 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
             run.tokens += chunk.prompt_tokens + chunk.completion_tokens
             run.prompt_tokens += chunk.prompt_tokens
             run.steps[chunk.step] = run.steps.get(chunk.step, 0) + chunk.prompt_tokens
+            spent = run.by_step.setdefault(chunk.step, [0, 0, 0, 0.0])
+            for i, value in enumerate((chunk.calls, chunk.prompt_tokens, chunk.completion_tokens, chunk.seconds)):
+                spent[i] += value
             run.structured += not answering
         elif isinstance(chunk, AnswerDelta):
             answering = True
@@ -181,6 +187,10 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
             run.structured += chunk.reason == "unavailable" and chunk.step != "synthesize" and not answering
         elif isinstance(chunk, Unsupported):
             run.unsupported += len(chunk.sentences)
+        elif isinstance(chunk, EchoVerdicts):
+            for verdict in ("copy", "trimmed", "answer"):
+                key = f"{chunk.step} {verdict}"
+                run.echo[key] = run.echo.get(key, 0) + getattr(chunk, verdict)
     run.seconds = time.perf_counter() - started
     route = final["route"]
     run.route_type, run.route_collections, run.answer = route.query_type, list(route.collections), final["answer"]
@@ -202,11 +212,14 @@ async def naive_passages(question: str, docs: DocumentClient, collections: Seque
     return sorted((e for hits in found for e in hits), key=lambda e: -e.relevance)[:NAIVE_PASSAGES]
 
 
-async def one_call(question: str, passages: Sequence[Evidence], llm: LLMClient) -> Completion:
-    """One plain call to the main model: NAIVE_SYSTEM, then the numbered passages and the question."""
+async def one_call(question: str, passages: Sequence[Evidence], llm: LLMClient,
+                   max_tokens: int = PipelineConfig().answer_max_tokens) -> Completion:
+    """One plain call to the main model: NAIVE_SYSTEM, then the numbered passages and the question, with the
+    service's cap on an answer's length (a small model can loop until its context is full: minutes on a CPU)."""
     context = "\n\n".join(f"[{n}] {e.title}\n{e.text}" for n, e in enumerate(passages, 1))
     return await llm.complete([{"role": "system", "content": NAIVE_SYSTEM},
-                               {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"}])
+                               {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"}],
+                              max_tokens=max_tokens)
 
 
 async def naive_answer(question: str, docs: DocumentClient, collections: Sequence[str], llm: LLMClient
@@ -231,8 +244,15 @@ async def observe_oracle(question: Question, passages: Sequence[Evidence], llm: 
 
 
 async def observe_call(run: Run, passages: Sequence[Evidence], llm: LLMClient, started: float) -> Run:
-    """`one_call` on `passages` for `run` (timed from `started`), scored against those passages."""
-    reply = await one_call(run.question.text, passages, llm)
+    """`one_call` on `passages` for `run` (timed from `started`), scored against those passages; a call that
+    fails is an empty answer with an `unavailable` fallback (the column goes on)."""
+    try:
+        reply = await one_call(run.question.text, passages, llm)
+    except LLMError as exc:
+        print(f"{run.mode} {run.question.id}: the call failed ({exc})", file=sys.stderr)
+        run.seconds, run.fallbacks = time.perf_counter() - started, [("answer", "unavailable")]
+        score(run, Ledger(passages), "")
+        return run
     run.answer, run.seconds = reply.text, time.perf_counter() - started
     run.calls, run.tokens, run.prompt_tokens = reply.usage.calls, reply.usage.total_tokens, reply.usage.prompt_tokens
     run.steps = {"answer": reply.usage.prompt_tokens}
@@ -441,10 +461,50 @@ def step_tokens(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
+def step_time(runs: Sequence[Run]) -> list[str]:
+    """Where LLM mode's time goes: per pipeline step, calls and model seconds per question, tokens per call, and
+    the step's share of the questions' time; "outside model calls" is the rest (search, selection, the service).
+    Calls that run at once each count their own time, so shares may add up to more than 1."""
+    runs = [r for r in runs if r.mode == "llm" and r.by_step]
+    if not runs:
+        return ["No LLM-mode run with per-step usage."]
+    total = sum(r.seconds for r in runs) or 1.0
+    steps = sorted({s for r in runs for s in r.by_step})
+    lines = ["| step | calls per question | prompt tokens per call | completion tokens per call | model seconds per "
+             "question | share of the time |", "|---|---|---|---|---|---|"]
+    for s in steps:
+        calls, prompt, completion, seconds = (sum(r.by_step.get(s, [0, 0, 0, 0.0])[i] for r in runs) for i in range(4))
+        lines.append(f"| {s} | {calls / len(runs):.2f} | {prompt / max(calls, 1):.0f} | {completion / max(calls, 1):.0f} "
+                     f"| {seconds / len(runs):.1f} | {seconds / total:.2f} |")
+    model = sum(v[3] for r in runs for v in r.by_step.values())
+    lines.append(f"| outside model calls | – | – | – | {(total - model) / len(runs):.1f} | {(total - model) / total:.2f} |")
+    return lines
+
+
 def modes_of(runs: Sequence[Run]) -> list[Mode]:
     """The modes the runs were made in, in column order."""
     done = {r.mode for r in runs}
     return [m for m in MODES if m in done]
+
+
+def echo_table(title: str, runs: Sequence[Run]) -> list[str]:
+    """The prompt-echo guard's verdicts per answer step over `runs` (LLM mode): lines dropped as a copy of the
+    prompt, lines whose copied label or question was cut off, lines kept, and answers of which nothing was kept
+    (the extractive answer instead)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for r in runs:
+        for key, n in r.echo.items():
+            step, _, verdict = key.partition(" ")
+            counts[step, verdict] += n
+    steps = sorted({step for step, _ in counts})
+    lines = [f"### {title}: the prompt-echo guard by step (LLM mode)", ""]
+    if not steps:
+        return [*lines, "No answer call reported." if runs else "Not run (no LLM column)."]
+    discarded = Counter(step for r in runs for step, reason in r.fallbacks if reason == "invalid")
+    lines += ["| step | copied lines (dropped) | copied start cut, rest kept | lines kept | answers with nothing kept |",
+              "|---|---|---|---|---|"]
+    return lines + [f"| {s} | {counts[s, 'copy']} | {counts[s, 'trimmed']} | {counts[s, 'answer']} | {discarded[s]} |"
+                    for s in steps]
 
 
 def _section(title: str, intro: str, runs: Sequence[Run], kinds: Sequence[str], after_table: Sequence[str] = ()
@@ -467,6 +527,7 @@ def _section(title: str, intro: str, runs: Sequence[Run], kinds: Sequence[str], 
         lines += [f"| {k} | {s} | {why} | {n} |" for (k, s, why), n in sorted(fallbacks.items())]
     else:
         lines.append("None." if "llm" in modes else "Not run (no LLM column).")
+    lines += ["", *echo_table(title, [r for r in runs if r.mode == "llm"])]
     lines += ["", f"### {title}: per question", "",
               "| id | type | " + " | ".join(f"{m}: routed, calls, s, key facts" for m in modes) + " |",
               "|---|---" + "|---" * len(modes) + "|"]
@@ -511,6 +572,9 @@ def write_report(out: Path, produced: Mapping[str, str], gold: Sequence[Run], ho
         lines += ["", "Prompt tokens per question by step (mean over the questions of the group, both sets; "
                   "`naive` = the naive RAG's one call, `oracle` = the oracle's):", "",
                   *step_tokens([*gold, *hotpot_runs]), ""]
+    if "llm" in modes and hotpot_runs:
+        lines += ["Where LLM mode's time goes on HotpotQA (per step, from the usage and time of every model call):", "",
+                  *step_time(hotpot_runs), ""]
     if "llm" in modes:
         lines += ["LLM mode over both question sets; calls (mean per question) and latency grouped by the routed "
                   "query type; n/a: no question in the group.", "",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any, Literal, TypeVar
@@ -91,6 +92,7 @@ async def _complete(ctx: Context, step: str, prompt: str, max_tokens: int, reply
                     ) -> Completion | None:
     assert ctx.llm is not None
     chat = [{"role": "user", "content": prompt}]
+    started = time.perf_counter()
     try:
         if reply is None:
             result = await ctx.llm.complete(chat, fast=True, max_tokens=max_tokens)
@@ -100,7 +102,8 @@ async def _complete(ctx: Context, step: str, prompt: str, max_tokens: int, reply
     except LLMError as exc:
         fallback(ctx, step, "unavailable", exc)
         return None
-    emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls, step))
+    emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls, step,
+                    time.perf_counter() - started))
     return result
 
 

@@ -17,11 +17,13 @@ from eval.llm import (
     Run,
     cost_targets,
     dump,
+    echo_table,
     gold_questions,
     load_dump,
     main,
     merge,
     oracle_passages,
+    step_time,
     write_report,
 )
 
@@ -263,3 +265,24 @@ async def test_oracle_and_naive_columns_run_apart(tmp_path: Path, monkeypatch: p
     assert [r.mode for r in both[:2]] == ["oracle", "oracle"]  # the oracle's runs kept as they were
     assert "2 questions of the HotpotQA dev test half" in report and "of the file's 1000 questions (both halves" in report
     assert "## Gold set\n\nNot run (`--gold-n 0`" in report
+
+
+def test_where_the_time_goes_and_the_echo_guard_per_step(tmp_path: Path) -> None:
+    """Per step: calls and model seconds per question, tokens per call, the rest outside model calls; the echo
+    guard's verdicts and the answers of which nothing was kept. Both survive a dump."""
+    runs = [Run(_question("p"), "llm", seconds=30.0, by_step={"route": [1, 200, 20, 6.0], "synthesize": [1, 800, 60, 20.0]},
+                echo={"synthesize copy": 1, "synthesize answer": 3}),
+            Run(_question("m", "comparison"), "llm", seconds=20.0, by_step={"synthesize": [1, 600, 40, 16.0]},
+                echo={"synthesize copy": 2}, fallbacks=[("synthesize", "invalid")]),
+            Run(_question("p"), "naive", seconds=10.0, prompt_tokens=700)]
+    assert step_time(runs) == [
+        "| step | calls per question | prompt tokens per call | completion tokens per call | model seconds per "
+        "question | share of the time |", "|---|---|---|---|---|---|",
+        "| route | 0.50 | 200 | 20 | 3.0 | 0.12 |",
+        "| synthesize | 1.00 | 700 | 50 | 18.0 | 0.72 |",
+        "| outside model calls | – | – | – | 4.0 | 0.16 |"]
+    assert echo_table("HotpotQA", runs)[-1] == "| synthesize | 3 | 0 | 3 | 1 |"
+    assert echo_table("HotpotQA", [])[-1] == "Not run (no LLM column)."
+    dump(tmp_path / "runs.jsonl", runs, {"HotpotQA: llm": "`run`"}, "note")
+    _, _, _, again = load_dump(tmp_path / "runs.jsonl")
+    assert step_time(again) == step_time(runs) and echo_table("HotpotQA", again) == echo_table("HotpotQA", runs)

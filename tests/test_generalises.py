@@ -466,3 +466,35 @@ def test_lookups_are_the_names_the_best_passages_give_that_no_document_is_about(
     dutch = "Wanneer vervalt de vergunning van kerncentrale Borssele?"
     assert link_queries(dutch, dutch, [PERMIT], set()) == ["Kernenergiewet"]
     assert "Kernenergiewet" not in link_queries(dutch, dutch, [PERMIT, NUCLEAR_ACT], set())
+
+
+AMSTERDAM = _linkable("ams", "Amsterdam", "Amsterdam is the capital of the Netherlands, with 930,000 inhabitants.")
+
+
+@pytest.mark.parametrize(("question", "evidence", "expected"), [
+    # the bridge: the team's passage names the stadium's document, whose passage holds the answer
+    ("Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?",
+     [AMSTERDAM, TECH, DODD], ["tech", "dodd"]),
+    ("Welke wet bepaalt de einddatum van kerncentrale Borssele, en sinds wanneer geldt die wet?",
+     [NUCLEAR_ACT, PERMIT], ["borssele", "kew"]),
+    ("Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?",
+     [AMSTERDAM, TECH], []),  # nothing linked: no pair
+    ("What is the capital of the Netherlands?", [AMSTERDAM], []),
+])
+def test_linked_pair(question: str, evidence: list[Evidence], expected: list[str]) -> None:
+    assert [e.doc_id for e in extractive.linked_pair(question, evidence)] == expected
+
+
+def test_a_model_reads_the_linked_pair_even_when_no_key_fact_comes_from_it() -> None:
+    from graph.config import PipelineConfig
+    from graph.models import Fact, Route
+    from graph.nodes.synthesize import answer_ledger, prompt_passages
+
+    question = "Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?"
+    facts = [Fact(text="The 1964 Georgia Tech Yellow Jackets were led by coach Bobby Dodd.", evidence_ids=[TECH.id])]
+    route = Route(query_type="factual", collections=["w1"], reason="test")
+    read = prompt_passages(*answer_ledger(facts, [AMSTERDAM, TECH, DODD], route, PipelineConfig(), True, question))
+    assert [e.doc_id for e in read] == ["tech", "dodd"]  # the facts' document first, then the pair's other one
+    offline = prompt_passages(*answer_ledger(facts, [AMSTERDAM, TECH, DODD], route, PipelineConfig(), False, question))
+    assert [e.doc_id for e in offline] == ["tech"]  # an extractive answer quotes its facts only
+    assert answer_ledger([], [TECH, DODD], route, PipelineConfig(), True, question)[0].entries == []  # no facts: decline

@@ -307,6 +307,17 @@ def test_a_model_that_only_repeats_its_prompt_gets_the_extractive_answer(llm_ser
     assert "Vraag:" not in answer and "Beantwoord nu" not in answer and QUESTION not in answer
     assert "taalmodel gaf geen antwoord" in answer and re.search(r"31 december 2033\W+\[1\]", answer)  # key facts
     assert "**Bronnen**" in answer
+    metrics = httpx.get(base + "/metrics").text  # the guard's verdicts, per step
+    assert re.search(r'neo_echo_guard_lines_total\{step="synthesize",verdict="copy"\} [1-9]', metrics)
+    assert 'neo_llm_fallbacks_total{reason="invalid",step="synthesize"} 1.0' in metrics
+
+
+def test_a_reply_that_is_only_a_sources_list_is_named_for_what_it_was(llm_service, fake_llm: FakeLLM) -> None:
+    script(fake_llm, answer=Reply(text="Bronnen:\n[1] ANVS | Kernenergiewet — artikel 15a\nDe vergunning vervalt."))
+    base = llm_service()
+    think, answer = answer_of(httpx.post(base + "/v1/chat/completions", json=body(), timeout=30))
+    assert "schreef alleen een eigen bronnenlijst" in think and "herhaalde" not in think
+    assert "taalmodel gaf geen antwoord" in answer and "**Bronnen**" in answer
 
 
 def test_an_answer_after_a_copied_question_keeps_only_the_answer(llm_service, fake_llm: FakeLLM) -> None:

@@ -23,7 +23,7 @@ from graph.config import PipelineConfig
 from graph.context import Context
 from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, follows_links, refine, unexplored
 from graph.models import Fact, ResearchTask, Turn, Verdict
-from graph.nodes.synthesize import not_found
+from graph.nodes.synthesize import not_found, says_anything
 from graph.runner import run_pipeline, start
 from graph.text.claims import withdraw
 from graph.text.routing import focus_terms, heuristic_route, is_follow_up, standalone
@@ -556,6 +556,34 @@ async def test_claim_check_flags_unsupported_legal_claims(docs, llm, fake_llm: F
     assert answer.index("99 miljoen") < answer.index("**Bronnen**") and "Ingetrokken" not in answer
     assert withdraw(answer, withdrawn.sentences, withdrawn.correction).startswith(
         "De vergunning van Borssele vervalt op 31 december 2033 [1].\n\n")
+
+
+@pytest.mark.asyncio
+async def test_an_answer_withdrawn_in_full_is_followed_by_the_key_facts(docs, llm, fake_llm: FakeLLM) -> None:
+    # what the local 1.5B model answered over the Dutch law texts (the passage says 31 december 2033)
+    fake_llm.when_contains("Je bent NEO NL", Reply(text="De vergunning van kerncentrale Borssele vervalt in 2034. [1]"))
+    events, steps, answer, _ = await _run("Wanneer vervalt de vergunning van kerncentrale Borssele?", _context(docs, llm))
+    withdrawn = next(e for e in events if isinstance(e, Unsupported))
+    assert withdrawn.sentences == ("De vergunning van kerncentrale Borssele vervalt in 2034. [1]",)
+    assert "Niets van wat het taalmodel schreef steunt op de bronnen" in " ".join(steps)
+    whole = withdraw(answer, withdrawn.sentences, withdrawn.correction)  # what a non-streamed answer carries
+    assert whole.startswith("*Wat het taalmodel schreef, staat niet in de bronnen")
+    assert re.search(r"31 december 2033\W*\[\d\]", whole) and "2034" not in whole
+    assert whole.index("2033") < whole.index("**Bronnen**")
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", False),
+    ("\n\n", False),
+    ("**ANVS**\n\n**IAEA**\n\n", False),  # a comparison's headings, every side withdrawn
+    ("### **Verschil**:\n[1] [2]", False),
+    ("De vergunning vervalt in 2033 [1].", True),
+    ("**De vergunning vervalt in 2033.**", True),  # a sentence in bold is no heading
+    ("De **vergunning** vervalt [1].", True),
+    ("The licence expires in 2033 [1].", True),
+])
+def test_says_anything(text: str, says: bool) -> None:
+    assert says_anything(text) is says
 
 
 @pytest.mark.asyncio

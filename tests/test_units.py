@@ -266,6 +266,12 @@ def test_evidence_block_names_organisation_and_document() -> None:
     assert len(codes) > 15
     assert Ledger([]).render() == ""
     assert "verwacht dat de raad van bestuur van de …" in block  # cut at a word, marked
+    # a section that only repeats the title is not written twice (every token of a prompt is latency)
+    article = _ANVS_CULTURE.model_copy(update={"title": "Kernenergiewet", "section": "Artikel 15a"})
+    lead = _ANVS_CULTURE.model_copy(update={"id": "w/b#0", "doc_id": "b", "title": "Black Seminoles",
+                                            "section": "Black Seminoles"})
+    heads = Ledger([article, lead]).render(display=display, fence="c0de").splitlines()
+    assert "[1] ANVS | Kernenergiewet — Artikel 15a" in heads and "[2] ANVS | Black Seminoles" in heads
     facts = [Fact(text="Bestuur bewaakt de cultuur.", evidence_ids=["anvs/d#1"])]
     assert ledger.facts_block(facts, display, "Kernfeiten") == "Kernfeiten:\n- ANVS: Bestuur bewaakt de cultuur. [1]\n"
     # a sentence of the passage it cites is in the prompt already
@@ -412,6 +418,25 @@ def test_lines_the_model_copies_from_its_prompt_are_dropped(text: str, expected:
     out = "".join(gate.feed(text[i:i + size]) for i in range(0, len(text), size)) + gate.flush()
     assert (out, gate.echoed) == (expected, echoed)
     assert gate.feed("Volgende call.") == "Volgende call." and not gate.lines  # flush ended the call
+
+
+@pytest.mark.parametrize("text, verdicts", [
+    ("Vraag: Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?\n\n\n", (1, 0, 0)),
+    ("vraag: wat is de fundamentele veiligheidsdoelstelling van iaea sf-1? Het doel is bescherming [1].", (0, 1, 0)),
+    ("### Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?\n\n#### Kernfeiten:\n- Mens en milieu "
+     "beschermen [1].\n\nSlot [1].", (2, 0, 2)),
+    ("Wat de IAEA eist: bescherming [1].\nVraag is of dat volstaat.", (0, 0, 2)),
+])
+def test_the_echo_guard_counts_its_verdicts_per_call(text: str, verdicts: tuple[int, int, int]) -> None:
+    from graph.answer.answer_stream import EchoGate
+
+    gate = EchoGate()
+    gate.expect(ECHO_PROMPT)
+    for i in range(0, len(text), 3):
+        gate.feed(text[i:i + 3])
+    gate.flush()
+    assert gate.reset_verdicts() == dict(zip(("copy", "trimmed", "answer"), verdicts, strict=True))
+    assert gate.reset_verdicts() == {"copy": 0, "trimmed": 0, "answer": 0}  # the next call counts from zero
 
 
 @pytest.mark.parametrize("text, expected", [

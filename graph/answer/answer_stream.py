@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 
 from graph.answer.contacts import ContactFilter
-from graph.answer.events import AnswerDelta, emit
+from graph.answer.events import AnswerDelta, EchoVerdicts, emit
 from graph.answer.ledger import CitationFilter
 from graph.answer.sanitize import LeakFilter
 
@@ -75,6 +75,7 @@ class SourceListGate:
 
     def __init__(self) -> None:
         self.closed = False
+        self.lists = 0  # calls cut at a list of their own (all calls of the answer)
         self._line_start = True
         self._pending = ""
 
@@ -95,10 +96,13 @@ class SourceListGate:
                 self._pending = text
                 break
             self.closed, self._line_start = verdict, False
+            self.lists += verdict
         return "".join(out)
 
     def flush(self) -> str:
-        rest = "" if self.closed or _list_line(self._pending, True) else self._pending
+        listed = not self.closed and bool(self._pending) and bool(_list_line(self._pending, True))
+        rest = "" if self.closed or listed else self._pending
+        self.lists += listed
         self.closed, self._line_start, self._pending = False, True, ""
         return rest
 
@@ -129,6 +133,7 @@ class EchoGate:
     def __init__(self) -> None:
         self.lines: frozenset[str] = frozenset()
         self.echoed = False
+        self.verdicts = {"copy": 0, "trimmed": 0, "answer": 0}  # lines of the current call, by verdict
         self._line_start = True
         self._started = False  # this call has sent text (blank lines before that are dropped)
         self._pending = ""
@@ -172,21 +177,31 @@ class EchoGate:
                 self._pending = text
                 break
             if verdict:
-                self.echoed = self.echoed or bool(_echo_norm(line))
+                if _echo_norm(line):
+                    self.echoed = True
+                    self.verdicts["copy"] += 1
                 text = text[newline + 1:]
                 continue
             cut = self._copied_start(line)
             if cut:
                 self.echoed = True
                 text = text[cut:].lstrip(" \t")
+            if line.strip():  # blank lines between paragraphs are no verdict
+                self.verdicts["trimmed" if cut else "answer"] += 1
             self._line_start, self._started = False, True
         return "".join(out)
 
     def flush(self) -> str:
-        """The end of a call: a held line is judged whole; the call's prompt lines are forgotten."""
+        """The end of a call: a held line is judged whole; the call's prompt lines are forgotten (`verdicts` are
+        read, then `reset_verdicts()`)."""
         rest = self.feed("\n")
         self._line_start, self._started, self._pending, self.lines = True, False, "", frozenset()
         return rest[:-1] if rest.endswith("\n") else rest
+
+    def reset_verdicts(self) -> dict[str, int]:
+        """The current call's verdicts, then zero for the next call."""
+        verdicts, self.verdicts = self.verdicts, dict.fromkeys(self.verdicts, 0)
+        return verdicts
 
 
 class SentenceCiter:
@@ -251,6 +266,8 @@ class AnswerStream:
         self.gate = SourceListGate()
         self.citer = citer
         self.answered = False  # checked text (the model's, read once a call ends) has said something
+        self.raw: list[str] = []  # the model's text as it came, before the filters (logged at DEBUG when none is kept)
+        self.step = ""  # the pipeline step of the model call being written (its echo verdicts are reported)
         self.parts: list[str] = []
         self.interval_s = interval_s
         self._held: list[str] = []
@@ -262,6 +279,7 @@ class AnswerStream:
         if not check:
             self._add(text, model=False)
             return
+        self.raw.append(text)
         self._add(self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self._scrub(self.leak.feed(text)))))), model=True)
 
     def _add(self, out: str, *, model: bool) -> None:
@@ -304,6 +322,16 @@ class AnswerStream:
         text = self._cite(text + self.gate.flush())
         text += self.citer.flush() if self.citer else ""
         self._add(self.filter.feed(text) + self.filter.flush(), model=True)  # held model text, now judged
+        verdicts = self.echo.reset_verdicts()
+        if self.step:
+            emit(EchoVerdicts(self.step, **verdicts))
+            self.step = ""
+
+    @property
+    def unanswered(self) -> str:
+        """Why none of the model's text was kept: "list" (a sources list of its own was all it wrote), "echo" (it
+        only repeated its prompt) or "empty"."""
+        return "list" if self.gate.lists else "echo" if self.echo.echoed else "empty"
 
     def finish(self) -> None:
         self.cancel()

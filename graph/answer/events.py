@@ -70,6 +70,7 @@ class UsageEvent:
     completion_tokens: int
     calls: int = 1
     step: str = ""
+    seconds: float = 0.0  # from the request to the reply's last token (where a model-mode answer's time goes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,8 +122,19 @@ class Searched:
     cached: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class EchoVerdicts:
+    """What the prompt-echo guard (`graph.answer.answer_stream.EchoGate`) made of one answer call's lines: `copy`
+    (a prompt line, dropped), `trimmed` (a copied label or question cut off, the rest kept), `answer` (kept)."""
+
+    step: str
+    copy: int
+    trimmed: int
+    answer: int
+
+
 ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | AnswerCut | UsageEvent | ErrorEvent | Degraded
-                | LLMFallback | Unsupported | InstructionsIgnored | Finished | Searched)
+                | LLMFallback | Unsupported | InstructionsIgnored | Finished | Searched | EchoVerdicts)
 
 
 def emit(event: ThoughtEvent) -> None:
@@ -138,7 +150,8 @@ def degrade(reason: str, line: str | None = None) -> None:
 
 
 _TYPES = {cls.__name__: cls for cls in (Step, SubAgentStatus, SourceFound, AnswerDelta, AnswerCut, UsageEvent, ErrorEvent,
-                                        Degraded, LLMFallback, Unsupported, InstructionsIgnored, Finished, Searched)}
+                                        Degraded, LLMFallback, Unsupported, InstructionsIgnored, Finished, Searched,
+                                        EchoVerdicts)}
 
 
 def to_record(event: ThoughtEvent) -> dict:

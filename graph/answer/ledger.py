@@ -42,14 +42,20 @@ class Ledger:
         self._number = {e.id: n for n, e in enumerate(self.entries, 1)} | (aliases or {})
 
     @classmethod
-    def for_answer(cls, facts: list[Fact], evidence: list[Evidence], limit: int) -> Ledger:
+    def for_answer(cls, facts: list[Fact], evidence: list[Evidence], limit: int, also: list[Evidence] | None = None
+                   ) -> Ledger:
         """The documents the facts rest on, one entry each, numbered in the order the facts (as the answer
         presents them, `answer_order`) first cite them; at most `limit`, the documents of the best facts (the
-        facts' own order) when there are more. No facts, no ledger: the answer then declines rather than writing
-        from passages that nothing showed to be relevant."""
+        facts' own order) when there are more. `also`: passages the answer reads besides (a bridge's two linked
+        passages), within the limit first, after the facts' documents (or within them, when a fact cites their
+        document). No facts, no ledger: the answer then declines rather than writing from passages that nothing
+        showed to be relevant."""
         by_id = {e.id: e for e in evidence}
-        best = list(dict.fromkeys((by_id[i].collection, by_id[i].doc_id)
-                                  for fact in facts for i in fact.evidence_ids if i in by_id))[:limit]
+        cited = [(by_id[i].collection, by_id[i].doc_id) for fact in facts for i in fact.evidence_ids if i in by_id]
+        if not cited:
+            return cls([])
+        also = also or []
+        best = list(dict.fromkeys([(e.collection, e.doc_id) for e in also] + cited))[:limit]
         chosen = set(best)
         documents: dict[tuple[str, str], list[Evidence]] = {}
         for fact in answer_order(facts, {e.id: e.collection for e in evidence}):
@@ -60,6 +66,10 @@ class Ledger:
                 parts = documents.setdefault(key, [])
                 if e not in parts:
                     parts.append(e)
+        for e in also:
+            parts = documents.setdefault((e.collection, e.doc_id), [])
+            if e not in parts:
+                parts.append(e)
         aliases = {e.id: n for n, parts in enumerate(documents.values(), 1) for e in parts}
         return cls([_document_entry(parts) for parts in documents.values()], aliases)
 
@@ -136,7 +146,8 @@ class Ledger:
         for n, e in self.numbered():
             if only is not None and n not in only:
                 continue
-            head = f"[{n}] {display(e.collection)} | {e.title}" + (f" — {e.section}" if e.section else "")
+            section = e.section if e.section and e.section.lower() != e.title.lower() else ""  # not the title twice
+            head = f"[{n}] {display(e.collection)} | {e.title}" + (f" — {section}" if section else "")
             head += f" ({summary_mark})" if summary_mark and e.summary else ""
             blocks.append(f"«{fence}»\n{head}\n{cut_at_word(_without_header(e), max_chars)}\n«/{fence}»")
         return "\n\n".join(blocks) if len(blocks) > 1 else ""

@@ -125,10 +125,28 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "*The language model was unavailable ({error}): this answer is assembled extractively from the "
         "passages found.*",
     },
-    "llm_no_answer": {
+    "llm_no_answer_echo": {
         "nl": "Het taalmodel herhaalde alleen de vraag of zijn opdracht; de kernfeiten uit de bronnen in plaats daarvan",
         "en": "The language model only repeated the question or its instructions; the key facts from the sources "
         "instead",
+    },
+    "llm_no_answer_list": {
+        "nl": "Het taalmodel schreef alleen een eigen bronnenlijst; de kernfeiten uit de bronnen in plaats daarvan",
+        "en": "The language model only wrote a sources list of its own; the key facts from the sources instead",
+    },
+    "llm_no_answer_empty": {
+        "nl": "Het taalmodel gaf geen tekst; de kernfeiten uit de bronnen in plaats daarvan",
+        "en": "The language model returned no text; the key facts from the sources instead",
+    },
+    "llm_unsupported": {
+        "nl": "Niets van wat het taalmodel schreef steunt op de bronnen; de kernfeiten uit de bronnen in plaats daarvan",
+        "en": "Nothing the language model wrote is backed by the sources; the key facts from the sources instead",
+    },
+    "unsupported_banner": {
+        "nl": "*Wat het taalmodel schreef, staat niet in de bronnen: de kernfeiten hieronder komen letterlijk uit de "
+        "gevonden passages.*",
+        "en": "*What the language model wrote is not in the sources: the key facts below are quoted from the passages "
+        "found.*",
     },
     "no_answer_banner": {
         "nl": "*Het taalmodel gaf geen antwoord op de vraag: dit antwoord is extractief samengesteld uit de gevonden "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import jsonschema
@@ -58,11 +59,13 @@ async def write_json(ctx: Context, ledger: Ledger, user: str, system: str) -> tu
     prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     usage = Usage()
     for attempt in range(JSON_ATTEMPTS):
+        started = time.perf_counter()
         result = await ctx.llm.complete_json(prompt, name="answer", schema=schema, fast=False, strict=False,
                                              max_tokens=ctx.answer.max_tokens or ctx.config.answer_max_tokens,
                                              sampling=ctx.answer.sampling())
         usage += result.usage
-        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls, "synthesize"))
+        emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls, "synthesize",
+                        time.perf_counter() - started))
         try:
             value = first_json(result.text, check, opens="{[")
         except ValueError as exc:

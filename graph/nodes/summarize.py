@@ -43,11 +43,11 @@ def needs_model_summary(selected_tokens: int, budget_tokens: int, has_model: boo
 
 
 def extractive_facts(ctx: Context, query: str, window: list[Evidence], limit: int, min_coverage: float,
-                     route: Route) -> list[Fact]:
+                     route: Route, asked: str = "") -> list[Fact]:
     return select_facts(query, window, limit, language=ctx.language, min_coverage=min_coverage,
                         prior=set(route.preferred),
                         spread=spread(route),
-                        glossary=ctx.catalog.glossary)
+                        glossary=ctx.catalog.glossary, asked=asked)
 
 
 def each_thing(ctx: Context, query: str, things: list[str], evidence: list[Evidence], limit: int,
@@ -109,11 +109,11 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
     min_coverage = ctx.config.min_coverage * (1.0 if route.query_type == "factual" else 0.6)
     # The decline rule of extractive selection (no passage holds enough of the question's topic words, or a name
     # from the question is nowhere) costs microseconds and decides first, with or without a model.
-    selected = [extractive_facts(ctx, query, w, limit, min_coverage, route) for w in windows]
+    selected = [extractive_facts(ctx, query, w, limit, min_coverage, route, state["question"]) for w in windows]
     unfound = [] if route.query_type == "deep_dive" or any(selected) else \
         unfound_things(state["question"], new, ctx.catalog.words())
     if unfound:  # of the things the question lists, some are nowhere in the evidence: answer for the others, say which
-        selected = [extractive_facts(ctx, without(query, unfound), new, limit, min_coverage, route)]
+        selected = [extractive_facts(ctx, without(query, unfound), new, limit, min_coverage, route, state["question"])]
         if not selected[0]:
             unfound = []
     elif not any(selected) and route.query_type != "deep_dive":

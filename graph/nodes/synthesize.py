@@ -6,6 +6,9 @@ The answer streams as the upstream produces it; the sources list is rendered fro
 from __future__ import annotations
 
 import json
+import logging
+import re
+import time
 
 from langgraph.runtime import Runtime
 
@@ -28,6 +31,7 @@ from graph.answer.ledger import Ledger, answer_order, cut_at_word, fence_rule, p
 from graph.clients.llm import LLMError, StreamEnd
 from graph.config import PipelineConfig
 from graph.context import Context
+from graph.glossary import Glossary
 from graph.loop import Loop
 from graph.models import Evidence, Fact, Route, Usage
 from graph.nodes.json_answer import cited_entries, write_json
@@ -41,9 +45,11 @@ from graph.text.claims import (
     unsupported_claims,
     withdraw,
 )
-from graph.text.extractive import template_answer
+from graph.text.extractive import linked_pair, template_answer
 from graph.text.injection import screen_text, suspected
 from graph.text.routing import side_by_side, spread
+
+log = logging.getLogger(__name__)
 
 BRIEF_FACTS = 3  # facts of an extractive answer the user asked to keep brief
 PREVIEW_CHARS = 500  # of a source's text in Open WebUI's source preview
@@ -121,13 +127,16 @@ def answer_documents(route: Route, config: PipelineConfig, model: bool) -> int:
     return config.ledger_limit if spread(route) or not model else min(config.focus_documents, config.ledger_limit)
 
 
-def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, config: PipelineConfig, model: bool
-                  ) -> tuple[Ledger, dict[str, list[int]]]:
+def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, config: PipelineConfig, model: bool,
+                  question: str = "", glossary: Glossary | None = None) -> tuple[Ledger, dict[str, list[int]]]:
     """What the answer rests on: the ledger of the documents the facts cite (`answer_documents` of them) and a
     comparison's sides. For a model, what its one answer prompt reads, and so all it may cite: the ledger cut to
-    the evidence budget (`Ledger.fit`), unless the answer is written side by side (a side reads a few passages).
-    The evaluation calls this with `model=True` to measure what would reach the prompt."""
-    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model))
+    the evidence budget (`Ledger.fit`), unless the answer is written side by side (a side reads a few passages);
+    for a question about one thing or named things, with the best linked pair of passages among the evidence
+    (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no word with the
+    question. The evaluation calls this with `model=True` to measure what would reach the prompt."""
+    pair = linked_pair(question, evidence, glossary) if model and question and not spread(route) else []
+    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model), pair)
     sides = comparison_sides(side_by_side(route), route.collections, ledger, config.prompt_passages)
     if model and not sides:
         ledger = ledger.fit(config.evidence_tokens, config.passage_chars)
@@ -153,7 +162,8 @@ def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     report_withheld(state["evidence"], ctx)
-    ledger, sides = answer_ledger(state["facts"], state["evidence"], route, ctx.config, ctx.llm is not None)
+    ledger, sides = answer_ledger(state["facts"], state["evidence"], route, ctx.config, ctx.llm is not None,
+                                  state["question"], ctx.catalog.glossary)
     gaps = state["gaps"]
     missing = not_found(state["unfound"], loop)
     if ledger and missing:
@@ -166,7 +176,8 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
         system = system_prompt(ctx, ledger, style)
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     # a source goes out as the answer first cites it, numbered as the reader sees it ([1] first)
-    contacts = ContactFilter(Allowed(ledger), messages.line("contact_removed", ctx.language))
+    # (the addresses of every passage found: the ledger's may be cut to the budget, the key facts quote them whole)
+    contacts = ContactFilter(Allowed([*ledger.entries, *state["evidence"]]), messages.line("contact_removed", ctx.language))
     # no line of the rules reaches the reader, nor the evidence block's rule that passages are data
     leak_lines = f"{system}\n{messages.line('fence_data', ctx.language)}" if system else ""
     answer = AnswerStream(ledger.citation_filter(lambda shown, n: emit(source_found(shown, ledger.entries[n - 1]))),
@@ -226,13 +237,14 @@ def prompt_lines(ctx: Context, name: str, question: str, **values: object) -> li
 
 
 async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str, max_tokens: int,
-                      heading: str = "", echo: list[str] | None = None) -> Usage:
+                      heading: str = "", echo: list[str] | None = None, step: str = "synthesize") -> Usage:
     """One streamed model call written into the answer as it arrives (cut when the model loops or starts a
     sources list of its own, `SourceListGate`; lines copied from its prompt, `echo`, dropped); `heading` (the
     service's text) goes out with the first piece, so a call that fails at once has written nothing."""
     assert ctx.llm is not None
     usage = Usage()
     answer.echo.expect(echo or [])
+    answer.step = step  # `answer.close()` reports the echo guard's verdicts on this call
     prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def stop(text: str) -> bool:
@@ -240,10 +252,12 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
 
     if ctx.answer.max_tokens:
         max_tokens = min(max_tokens, ctx.answer.max_tokens)
+    started = time.perf_counter()
     async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=stop, sampling=ctx.answer.sampling()):
         if isinstance(piece, StreamEnd):
             usage = piece.usage
-            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls, "synthesize"))
+            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls, "synthesize",
+                            time.perf_counter() - started))
             if piece.finish_reason == "length" and max_tokens == ctx.answer.max_tokens:
                 emit(AnswerCut())
             continue
@@ -252,6 +266,16 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
             heading = ""
         answer.write(piece)
     return usage
+
+
+# what says nothing: a marker, a heading line (a short bold phrase without a sentence's end, as the sides carry)
+_NOT_SAYING = re.compile(r"\[\d+\]|^[ \t]*(?:#{1,6}[ \t]*)?\*\*[^*\n.!?]{0,60}\*\*[ \t]*:?[ \t]*$", re.MULTILINE)
+
+
+def says_anything(text: str) -> bool:
+    """Whether an answer (as a reader of the whole text gets it, `withdraw`) still says something: a word
+    beyond markup, headings of the service's own and citation markers."""
+    return any(c.isalpha() for c in _NOT_SAYING.sub("", text))
 
 
 def comparison_sides(side_by_side: bool, collections: list[str], ledger: Ledger, passages: int
@@ -295,7 +319,8 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
                                   example=numbers[0], instructions=instructions)
         echo = prompt_lines(ctx, "synthesize_side", question, source=name, example=numbers[0],
                             instructions=instructions)
-        usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo)
+        usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo,
+                                   "synthesize_side")
         answer.close()
         written.append(f"{name}: {answer.filter.to_ledger_numbers(answer.text[start:].strip())}")
     answer.citer = citer_for(ledger, [n for numbers in sides.values() for n in numbers], ctx)
@@ -304,7 +329,8 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
                               names=names, instructions=instructions)
     echo = prompt_lines(ctx, "synthesize_contrast", question, names=names, instructions=instructions)
-    return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo)
+    return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo,
+                                     "synthesize_contrast")
 
 
 def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter | None:
@@ -360,9 +386,12 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
                                           echo=prompt_lines(ctx, "synthesize", question, instructions=instructions))
             answer.close()
             banner = ""
-            if not answer.answered:  # the model only repeated its prompt (EchoGate) or wrote nothing
-                fallback(ctx, "synthesize", "invalid", ValueError("no answer text"),
-                         messages.line("llm_no_answer", language))
+            if not answer.answered:  # the model only repeated its prompt (EchoGate), wrote its own list or nothing
+                reply = "".join(answer.raw)
+                log.debug("synthesize: nothing of the model's reply was kept (%s, %d characters): %r",
+                          answer.unanswered, len(reply), reply)
+                fallback(ctx, "synthesize", "invalid", ValueError(f"no answer text ({answer.unanswered})"),
+                         messages.line(f"llm_no_answer_{answer.unanswered}", language))
                 banner = messages.line("no_answer_banner", language)
         except LLMError as exc:
             if answer.parts:
@@ -391,6 +420,13 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
             answer.withdrawn = claims
             answer.finish()  # the answer text held for the timer goes out before the correction
             emit(Unsupported(tuple(claims), "\n\n" + messages.line("withdrawn", language, claims=quoted)))
+            if not says_anything(withdraw(answer.text, claims)):  # nothing the reader keeps: the facts instead
+                fallback(ctx, "synthesize", "invalid", ValueError("no supported sentence"),
+                         messages.line("llm_unsupported", language))
+                answer.write("\n\n", check=False)
+                answer.write(template_answer(facts, ledger, language, ctx.display,
+                                             messages.line("unsupported_banner", language), named_documents(state, ledger)))
+                answer.close()
     for gap in gaps:
         answer.write(f"\n\n{gap}", check=False)
     if not answer.filter.cited:  # an answer that cites nothing lists every source it was written from

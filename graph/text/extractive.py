@@ -127,6 +127,7 @@ def select_facts(
     prior: frozenset[str] | set[str] = frozenset(),
     spread: bool = True,
     glossary: Glossary | None = None,
+    asked: str = "",
 ) -> list[Fact]:
     """Key sentences for the question from the passages that cover it.
 
@@ -142,19 +143,22 @@ def select_facts(
     `per_source` per passage. With `spread`, collections take turns so every consulted source is represented
     (overviews, comparisons); else the sentences that together cover the question win (`_covering`), opened by
     a sentence of each of two linked passages (`best_pair`, `pair_sentences`) when together they hold more of
-    the question than any one passage."""
+    the question than any one passage. `asked`: the question as the user typed it, when `question` is a search
+    query made of it (without its small words: "Queen Blood" no longer names the film "Queen of Blood"), for what
+    reads names and titles."""
     query = query_terms(question, glossary)
+    asked = asked or question
     if not query or not ledger:
         return []
     stems = [stems_of(e.text, glossary) for e in ledger]
     covered = [(sum(bool(t & s) for t in query) / len(query), i, e) for i, (e, s) in enumerate(zip(ledger, stems,
                                                                                                      strict=True))]
     best = single = max(c for c, _, _ in covered)
-    pair = best_pair(query, stems, ledger, question) if not spread else None
+    pair = best_pair(query, stems, ledger, asked) if not spread else None
     # a question naming two things, through two linked passages (a bridge) or about both: when together they hold
     # most of its topic words, or each is the document of a thing it names, the pair counts as one passage
-    if pair is not None and len(_names(question)) >= 2 and (pair[0] >= PAIR_COVERAGE
-                                                            or named_things(pair, ledger, question)):
+    if pair is not None and len(_names(asked)) >= 2 and (pair[0] >= PAIR_COVERAGE
+                                                         or named_things(pair, ledger, asked)):
         best = max(best, pair[0], min_coverage)
     if min_coverage:
         found, topic = set().union(*stems), set().union(*query)
@@ -187,7 +191,7 @@ def select_facts(
         if detect_language(sentence, default=language) != language:
             score *= 0.7
         score += 0.5 * evidence.relevance + (PRIOR_BONUS if evidence.collection in prior else 0.0)
-        if names_title(evidence.title, question):
+        if names_title(evidence.title, asked):
             score += TITLE_BONUS  # a document about something the question names: its sentences speak about it
         score += bonus
         ranked.setdefault(evidence.collection if spread else "", []).append((score, -i, -j, sentence, evidence.id))
@@ -195,7 +199,7 @@ def select_facts(
         # two linked passages that hold more of the question than any one passage open the answer, one sentence
         # each (a bridge's second passage may share few words with the question, so ranking alone would drop it)
         opens = pair is not None and pair[0] > single
-        opening = pair_sentences([ledger[i] for i in pair[1]], query, weight, question, glossary) if opens else []
+        opening = pair_sentences([ledger[i] for i in pair[1]], query, weight, asked, glossary) if opens else []
         return _covering(ranked.get("", []), query, weight, question, max_facts, per_source, glossary, opening)
     queues = [sorted(items, reverse=True) for items in ranked.values()]
     queues.sort(key=lambda q: -q[0][0])
@@ -336,6 +340,16 @@ def best_pair(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: 
             if best is None or score > best[0]:
                 best = (score, len(union) / len(query), (i, j))
     return None if best is None else (best[1], best[2])
+
+
+def linked_pair(question: str, evidence: list[Evidence], glossary: Glossary | None = None) -> list[Evidence]:
+    """The two passages of `best_pair` over all the evidence, when there are two linked passages (a bridge: one
+    names the other's document; or the documents of two things the question names); else []."""
+    query = query_terms(question, glossary)
+    if not query or len(evidence) < 2:
+        return []
+    pair = best_pair(query, [stems_of(e.text, glossary) for e in evidence], evidence, question)
+    return [] if pair is None else [evidence[i] for i in pair[1]]
 
 
 # A question asking for a number, date or name: sentences holding one that the question does not hold rank up
