@@ -697,3 +697,19 @@ def test_links_are_followed_once_for_questions_about_things(kind: str, side_by_s
     ("sufficient", "partial"), ("partial", "partial"), ("insufficient", "insufficient")])
 def test_unexplored_links_keep_a_sufficient_verdict_from_stopping(status: str, expected: str) -> None:
     assert unexplored(Verdict(status=status, judged_by="coverage")).status == expected
+
+
+def test_a_key_fact_s_address_is_allowed_where_the_prompt_cut_its_passage() -> None:
+    from graph.answer.ledger import Ledger
+    from graph.models import Evidence, Fact
+    from graph.nodes.synthesize import allowed_addresses
+
+    url = "https://wetten.overheid.nl/jci1.3:c:BWBR0002402&artikel=15"
+    law = Evidence(id="w/kew#3", collection="wetten", doc_id="kew", title="Kernenergiewet",
+                   text="Met ingang van 31 december 2033 vervalt de vergunning " + "x " * 500 + f"([artikel 15]({url})).")
+    other = Evidence(id="w/other#0", collection="wetten", doc_id="other", title="Besluit", text="Zie https://example.org/plan.")
+    fact = Fact(text=f"Met ingang van 31 december 2033 vervalt de vergunning ([artikel 15]({url})).", evidence_ids=[law.id])
+    ledger = Ledger([law]).fit(100, 200)
+    assert url not in ledger.entries[0].text  # the prompt read the passage cut to the budget
+    allowed = allowed_addresses(ledger, [law, other], [fact])
+    assert allowed.url(url) and not allowed.url("https://example.org/plan")  # no fact of the other passage

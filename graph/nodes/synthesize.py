@@ -150,6 +150,13 @@ def prompt_passages(ledger: Ledger, sides: dict[str, list[int]]) -> list[Evidenc
     return [ledger.entries[n - 1] for numbers in sides.values() for n in numbers]
 
 
+def allowed_addresses(ledger: Ledger, evidence: list[Evidence], facts: list[Fact]) -> Allowed:
+    """The addresses an answer may carry: those of the passages the model reads (the ledger's, which `fit` may
+    have cut to the budget) and of the key facts' passages whole (an extractive answer quotes them)."""
+    quoted = {i for f in facts for i in f.evidence_ids}
+    return Allowed([*ledger.entries, *(e for e in evidence if e.id in quoted)])
+
+
 def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
     """One think line, one log line and the metric's event for the passages research found planted sentences in
     (`graph.text.injection.screen` took them out as the passages came in)."""
@@ -176,8 +183,8 @@ async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
         system = system_prompt(ctx, ledger, style)
     citer = citer_for(ledger, [n for n, _ in ledger.numbered()], ctx) if ctx.llm is not None else None
     # a source goes out as the answer first cites it, numbered as the reader sees it ([1] first)
-    # (the addresses of every passage found: the ledger's may be cut to the budget, the key facts quote them whole)
-    contacts = ContactFilter(Allowed([*ledger.entries, *state["evidence"]]), messages.line("contact_removed", ctx.language))
+    contacts = ContactFilter(allowed_addresses(ledger, state["evidence"], state["facts"]),
+                             messages.line("contact_removed", ctx.language))
     # no line of the rules reaches the reader, nor the evidence block's rule that passages are data
     leak_lines = f"{system}\n{messages.line('fence_data', ctx.language)}" if system else ""
     answer = AnswerStream(ledger.citation_filter(lambda shown, n: emit(source_found(shown, ledger.entries[n - 1]))),
