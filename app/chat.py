@@ -247,7 +247,7 @@ class RequestRecord:
         elif isinstance(event, Unsupported):
             self.metrics.unsupported.inc(len(event.sentences))
         elif isinstance(event, EchoVerdicts):
-            for verdict, n in ((v, getattr(event, v)) for v in ("copy", "trimmed", "answer")):
+            for verdict, n in event.counts().items():
                 self.metrics.echo.labels(event.step, verdict).inc(n)
         elif isinstance(event, InstructionsIgnored):
             for collection, n in event.collections:

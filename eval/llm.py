@@ -188,9 +188,9 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
         elif isinstance(chunk, Unsupported):
             run.unsupported += len(chunk.sentences)
         elif isinstance(chunk, EchoVerdicts):
-            for verdict in ("copy", "trimmed", "answer"):
+            for verdict, n in chunk.counts().items():
                 key = f"{chunk.step} {verdict}"
-                run.echo[key] = run.echo.get(key, 0) + getattr(chunk, verdict)
+                run.echo[key] = run.echo.get(key, 0) + n
     run.seconds = time.perf_counter() - started
     route = final["route"]
     run.route_type, run.route_collections, run.answer = route.query_type, list(route.collections), final["answer"]

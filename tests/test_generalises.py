@@ -500,25 +500,21 @@ def test_a_model_reads_the_linked_pair_even_when_no_key_fact_comes_from_it() -> 
     assert answer_ledger([], [TECH, DODD], route, PipelineConfig(), True, question)[0].entries == []  # no facts: decline
 
 
-def _doc(doc: str, title: str, text: str) -> Evidence:
-    return Evidence(id=f"w/{doc}#0", collection="w", doc_id=doc, title=title, text=text)
-
-
 @pytest.mark.parametrize(("asked", "query", "evidence", "with_asked", "without"), [
     # the search query lost the small words of the titles the question names ("Queen Blood"): read as asked, the
     # two films are the two things named, and the answer opens with both
     ("The movies Queen of Blood and Battle Beyond the Sun both contained scenes from what 1959 Soviet feature?",
      "movies Queen Blood Battle Beyond Sun both contained scenes 1959 Soviet feature",
-     [_doc("x", "Soviet Union", "The Soviet Union was a federal socialist state in Eurasia from 1922 to 1991."),
-      _doc("q", "Queen of Blood", "Queen of Blood is a 1966 American science fiction horror film. It was made with "
+     [_linkable("x", "Soviet Union", "The Soviet Union was a federal socialist state in Eurasia from 1922 to 1991."),
+      _linkable("q", "Queen of Blood", "Queen of Blood is a 1966 American science fiction horror film. It was made with "
            "footage from Mechte Navstrechu, a Soviet film."),
-      _doc("b", "Battle Beyond the Sun", "Battle Beyond the Sun is a 1962 American science fiction film. It is a "
+      _linkable("b", "Battle Beyond the Sun", "Battle Beyond the Sun is a 1962 American science fiction film. It is a "
            "re-edited version of Nebo Zovyot, a 1959 Soviet feature.")], {"b", "q"}, set()),
     ("Welke wet is ouder, de Wet op de Raad van State of de Kernenergiewet?",
      "wet ouder Wet Raad State Kernenergiewet",
-     [_doc("x", "Besluit stralingsbescherming", "Het besluit regelt de bescherming tegen straling bij kerninstallaties."),
-      _doc("r", "Wet op de Raad van State", "De Wet op de Raad van State regelt de adviestaak van de Raad sinds 1962."),
-      _doc("k", "Kernenergiewet", "De Kernenergiewet geldt sinds 1963 voor kerninstallaties in Nederland.")],
+     [_linkable("x", "Besluit stralingsbescherming", "Het besluit regelt de bescherming tegen straling bij kerninstallaties."),
+      _linkable("r", "Wet op de Raad van State", "De Wet op de Raad van State regelt de adviestaak van de Raad sinds 1962."),
+      _linkable("k", "Kernenergiewet", "De Kernenergiewet geldt sinds 1963 voor kerninstallaties in Nederland.")],
      {"r", "k"}, {"r"}),
 ])
 def test_names_and_titles_are_read_in_the_question_as_asked(asked: str, query: str, evidence: list[Evidence],

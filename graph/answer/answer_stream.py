@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 
 from graph.answer.contacts import ContactFilter
-from graph.answer.events import AnswerDelta, EchoVerdicts, emit
+from graph.answer.events import ECHO_VERDICTS, AnswerDelta, EchoVerdicts, emit
 from graph.answer.ledger import CitationFilter
 from graph.answer.sanitize import LeakFilter
 
@@ -133,7 +133,7 @@ class EchoGate:
     def __init__(self) -> None:
         self.lines: frozenset[str] = frozenset()
         self.echoed = False
-        self.verdicts = {"copy": 0, "trimmed": 0, "answer": 0}  # lines of the current call, by verdict
+        self.verdicts = dict.fromkeys(ECHO_VERDICTS, 0)  # lines of the current call, by verdict
         self._line_start = True
         self._started = False  # this call has sent text (blank lines before that are dropped)
         self._pending = ""

@@ -132,6 +132,13 @@ class EchoVerdicts:
     trimmed: int
     answer: int
 
+    def counts(self) -> dict[str, int]:
+        """Lines by verdict (`ECHO_VERDICTS`)."""
+        return {verdict: getattr(self, verdict) for verdict in ECHO_VERDICTS}
+
+
+ECHO_VERDICTS = ("copy", "trimmed", "answer")
+
 
 ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | AnswerCut | UsageEvent | ErrorEvent | Degraded
                 | LLMFallback | Unsupported | InstructionsIgnored | Finished | Searched | EchoVerdicts)
