@@ -99,6 +99,8 @@ class Settings(BaseSettings):
     # those of the best key facts. Overviews, deep dives and comparisons of sources read up to the budget above.
     focus_documents: int = Field(5, ge=1)
     auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the one passage supporting them
+    model_route: bool = False  # the fast model classifies a question the heuristics are torn about (else their guess)
+    model_summary: bool = True  # the fast model condenses passages over EVIDENCE_TOKENS (else the budget cuts them)
     model_decompose: bool = False  # a comparison's sub-questions written by the fast model (else per collection)
     model_condense: bool = False  # each comparison side's facts picked by the fast model (else extractively)
 
@@ -145,6 +147,8 @@ class Settings(BaseSettings):
             focus_documents=self.focus_documents,
             answer_max_tokens=self.answer_max_tokens,
             auto_cite=self.auto_cite,
+            model_route=self.model_route,
+            model_summary=self.model_summary,
             model_decompose=self.model_decompose,
             model_condense=self.model_condense,
             research_seconds=self.request_timeout_s * 0.5,

@@ -26,6 +26,8 @@ class PipelineConfig:
     auto_cite: bool = True  # a model's claim sentences without [n] get the passage that supports them
     # Optional model steps of a comparison (off: per-collection templates and extractive fact selection, which
     # cost milliseconds; on the local model each call took 7-22 s)
+    model_route: bool = False  # the fast model classifies a question the heuristics are torn about
+    model_summary: bool = True  # the fast model condenses selected passages that exceed the evidence budget
     model_decompose: bool = False
     model_condense: bool = False
     stream_interval_s: float = 0.0  # answer deltas closer together than this are sent as one (0 = every delta)

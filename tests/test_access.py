@@ -386,7 +386,7 @@ def test_no_prompt_mentions_a_hidden_collection(service, access_file: Path, fake
     fake_llm.when_contains("Classificeer de vraag", Reply(text=json.dumps(
         {"query_type": "exploratory", "collections": [RESTRICTED]})))
     base = service(llm_base_url=fake_llm.base_url, llm_model="big", llm_fast_model="small", llm_timeout_s=5.0,
-                   api_keys=[PLEB], access_file=access_file, user_jwt_secret=SECRET)
+                   model_route=True, api_keys=[PLEB], access_file=access_file, user_jwt_secret=SECRET)
     assert sees_restricted(ask(base, PLEB, conversation(TORN), **{"X-OpenWebUI-User-Jwt": user_jwt(role="admin")}))
     routing = [r for r in fake_llm.requests if "Classificeer" in r["messages"][-1]["content"]]
     assert f"- {RESTRICTED}:" in routing[0]["messages"][-1]["content"]  # what the check below would catch

@@ -56,7 +56,7 @@ def test_degraded_answers_are_not_cached(service, fake_llm: FakeLLM) -> None:
 def test_plan_cache_skips_the_routing_call(service, fake_llm: FakeLLM) -> None:
     fake_llm.when_contains("Classificeer de vraag", Reply(text='{"query_type": "factual", "collections": ["security"]}'))
     script(fake_llm)
-    base = service(llm_base_url=fake_llm.base_url, response_cache=False)
+    base = service(llm_base_url=fake_llm.base_url, response_cache=False, model_route=True)
     ask(base, TORN)
     first = fake_llm.calls
     ask(base, TORN)

@@ -80,7 +80,7 @@ def settle(base: str, baseline: float, seconds: float = 3.0) -> float:
 def faulty(service, fake_llm: FakeLLM):
     # the optional model steps on (and a small evidence budget, so the summary runs), so that a fault can hit each
     base = service(llm_base_url=fake_llm.base_url, llm_timeout_s=1.0, llm_max_retries=1,
-                   request_timeout_s=REQUEST_TIMEOUT_S, model_decompose=True, model_condense=True, evidence_tokens=200)
+                   request_timeout_s=REQUEST_TIMEOUT_S, model_route=True, model_decompose=True, model_condense=True, evidence_tokens=200)
     good_script(fake_llm)
     httpx.post(base + "/v1/chat/completions", timeout=30,
                json={"model": "neo-nl-agent", "stream": True, "messages": [{"role": "user", "content": QUESTION}]})
@@ -175,7 +175,8 @@ def test_document_server_killed_mid_request(service, slow_docs) -> None:
 async def test_disconnect_in_any_phase_cancels_upstream_within_a_second(service, fake_llm: FakeLLM, phase) -> None:
     fake_llm.when_contains(MARKERS[phase], Reply(fault="hang"))
     good_script(fake_llm, skip=phase)
-    base = service(llm_base_url=fake_llm.base_url, llm_timeout_s=30.0, model_decompose=True, model_condense=True)
+    base = service(llm_base_url=fake_llm.base_url, llm_timeout_s=30.0, model_route=True, model_decompose=True,
+                   model_condense=True)
     async with httpx.AsyncClient(timeout=30) as client:
         async with client.stream("POST", base + "/v1/chat/completions", json={
                 "model": "neo-nl-agent", "stream": True,

@@ -511,7 +511,7 @@ def script_route(fake_llm: FakeLLM, route: Reply) -> None:
 @pytest.mark.asyncio
 async def test_bad_router_json_falls_back_to_all_collections(docs, llm, fake_llm: FakeLLM) -> None:
     script_route(fake_llm, Reply(text="zeker, iaea!"))
-    _, steps, answer, calls = await _run("Kernenergie en veiligheid in Nederland", _context(docs, llm))
+    _, steps, answer, calls = await _run("Kernenergie en veiligheid in Nederland", _context(docs, llm, model_route=True))
     assert "Collecties: ANVS, IAEA, Wetten, Security" in steps
     assert calls <= 4  # route, summarize, synthesize; a second summary only if a second hop finds something
 
@@ -519,15 +519,24 @@ async def test_bad_router_json_falls_back_to_all_collections(docs, llm, fake_llm
 @pytest.mark.asyncio
 async def test_router_model_is_used_when_ambiguous(docs, llm, fake_llm: FakeLLM) -> None:
     script_route(fake_llm, Reply(text='{"query_type": "factual", "collections": ["security"]}'))
-    _, steps, _, _ = await _run(TORN, _context(docs, llm))
+    _, steps, _, _ = await _run(TORN, _context(docs, llm, model_route=True))
     assert "Vraagtype: feitelijke vraag (bepaald door het taalmodel)" in steps
     assert "Collecties: Security, ANVS, IAEA, Wetten" in steps  # the model's collection first, not alone
 
 
 @pytest.mark.asyncio
+async def test_the_router_model_is_not_asked_by_default(docs, llm, fake_llm: FakeLLM) -> None:
+    """MODEL_ROUTE off (the default): a question the heuristics are torn about keeps their best guess, no call."""
+    script_route(fake_llm, Reply(text='{"query_type": "factual", "collections": ["security"]}'))
+    _, steps, _, _ = await _run(TORN, _context(docs, llm))
+    assert "Vraagtype: verkennende vraag (geen duidelijk signaal)" in steps
+    assert not any("Classificeer de vraag" in r["messages"][-1]["content"] for r in fake_llm.requests)
+
+
+@pytest.mark.asyncio
 async def test_no_model_call_for_a_question_without_a_signal_of_another_type(docs, llm, fake_llm: FakeLLM) -> None:
     script_route(fake_llm, Reply(text='{"query_type": "deep_dive", "collections": []}'))
-    _, steps, _, _ = await _run("Kernmateriaal tegen diefstal beschermen", _context(docs, llm))
+    _, steps, _, _ = await _run("Kernmateriaal tegen diefstal beschermen", _context(docs, llm, model_route=True))
     assert "Vraagtype: feitelijke vraag (geen duidelijk signaal)" in steps  # the catch-all, not sure
     assert not any("Classificeer de vraag" in r["messages"][-1]["content"] for r in fake_llm.requests)
 
@@ -535,7 +544,7 @@ async def test_no_model_call_for_a_question_without_a_signal_of_another_type(doc
 @pytest.mark.asyncio
 async def test_a_model_s_comparison_of_nothing_is_not_taken(docs, llm, fake_llm: FakeLLM) -> None:
     script_route(fake_llm, Reply(text='{"query_type": "comparative", "collections": []}'))
-    _, steps, _, _ = await _run(TORN, _context(docs, llm))
+    _, steps, _, _ = await _run(TORN, _context(docs, llm, model_route=True))
     assert "Het taalmodel koos: vergelijkende vraag, maar de vraag vergelijkt niets; de heuristiek beslist" in steps
     assert "Vraagtype: verkennende vraag (geen duidelijk signaal)" in steps  # the heuristics' best guess
     assert not any("Deelvragen" in s or "Vergelijking" in s for s in steps)

@@ -110,9 +110,9 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "*Sources marked as summary in the sources list are not the official texts.*",
     },
     "summaries_rule": {
-        "nl": "- Bronnen met (samenvatting) in hun kop zijn samenvattingen; presenteer ze niet als de letterlijke "
+        "nl": "Bronnen met (samenvatting) in hun kop zijn samenvattingen; presenteer ze niet als de letterlijke "
         "tekst van een norm of wet.\n",
-        "en": "- Sources with (summary) in their heading are summaries; do not present them as the literal text of "
+        "en": "Sources with (summary) in their heading are summaries; do not present them as the literal text of "
         "a standard or law.\n",
     },
     "instructions": {

@@ -124,8 +124,9 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         emit(Step(messages.line("not_found", ctx.language, missing=", ".join(unfound))))
     tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))
     usage = Usage()
-    # at depth "low" (the cheapest path) the answer's evidence budget cuts what does not fit instead
-    if needs_model_summary(tokens, ctx.config.evidence_tokens, ctx.llm is not None and ctx.answer.optional_steps):
+    # at depth "low" (the cheapest path) or with MODEL_SUMMARY off the answer's evidence budget cuts what does not fit
+    may_condense = ctx.llm is not None and ctx.config.model_summary and ctx.answer.optional_steps
+    if needs_model_summary(tokens, ctx.config.evidence_tokens, may_condense):
         if fresh is not None and not any(i in fresh for facts in selected for f in facts for i in f.evidence_ids):
             return {}  # a later round found nothing that selection takes: the model's earlier facts stand
         emit(Step(messages.line("condensing", ctx.language, tokens=tokens, budget=ctx.config.evidence_tokens)))
