@@ -15,7 +15,8 @@ Definitions (per question, then averaged or counted per group of questions):
 - structured steps attempted: the `UsageEvent`s before the first `AnswerDelta` (each is one structured model
   step that got a reply: route, rewrite, decompose, condense, summarize, judge) plus the `LLMFallback`s with
   reason `unavailable` of steps other than `synthesize` (a step whose call failed emits no usage);
-  structured replies valid = 1 - (`LLMFallback`s with reason `invalid`) / attempted.
+  structured replies valid = 1 - (`LLMFallback`s with reason `invalid` of those steps) / attempted (the answer
+  step's own `invalid`, an answer the echo guard or the support check left empty, is not a structured reply).
 - fallbacks: the `LLMFallback` events, by step and reason.
 - key facts found: gold, the share of `key_facts` in the answer body (answerable questions with key facts);
   HotpotQA, whether the normalised answer occurs in the body (answer present); unasked: the same over the
@@ -119,6 +120,7 @@ class Run:
     fallbacks: list[tuple[str, str]] = field(default_factory=list)  # (step, reason)
     echo: dict[str, int] = field(default_factory=dict)  # the prompt-echo guard's verdicts, "step verdict" -> lines
     unsupported: int = 0
+    withdrawn: list[str] = field(default_factory=list)  # the sentences the support check withdrew (for the dump)
     markers: int = 0
     supported_markers: int = 0
     key_facts: float | None = None  # share found; None when the question has none to find
@@ -128,7 +130,7 @@ class Run:
 
     @property
     def invalid(self) -> int:
-        return sum(reason == "invalid" for _, reason in self.fallbacks)
+        return sum(reason == "invalid" and step != "synthesize" for step, reason in self.fallbacks)
 
     @property
     def declined(self) -> bool:
@@ -187,6 +189,7 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
             run.structured += chunk.reason == "unavailable" and chunk.step != "synthesize" and not answering
         elif isinstance(chunk, Unsupported):
             run.unsupported += len(chunk.sentences)
+            run.withdrawn += chunk.sentences
         elif isinstance(chunk, EchoVerdicts):
             for verdict, n in chunk.counts().items():
                 key = f"{chunk.step} {verdict}"

@@ -24,10 +24,10 @@ class PipelineConfig:
     evidence_tokens: int = 1200  # the answer prompt's evidence block at most (estimated tokens; EVIDENCE_TOKENS)
     answer_max_tokens: int = 1000  # the longest answer a model may write (about 600 words)
     auto_cite: bool = True  # a model's claim sentences without [n] get the passage that supports them
+    model_route: bool = False  # the fast model classifies a question the heuristics are torn about (MODEL_ROUTE)
+    model_summary: bool = True  # the fast model condenses selected passages over the evidence budget (MODEL_SUMMARY)
     # Optional model steps of a comparison (off: per-collection templates and extractive fact selection, which
     # cost milliseconds; on the local model each call took 7-22 s)
-    model_route: bool = False  # the fast model classifies a question the heuristics are torn about
-    model_summary: bool = True  # the fast model condenses selected passages that exceed the evidence budget
     model_decompose: bool = False
     model_condense: bool = False
     stream_interval_s: float = 0.0  # answer deltas closer together than this are sent as one (0 = every delta)

@@ -286,3 +286,13 @@ def test_where_the_time_goes_and_the_echo_guard_per_step(tmp_path: Path) -> None
     dump(tmp_path / "runs.jsonl", runs, {"HotpotQA: llm": "`run`"}, "note")
     _, _, _, again = load_dump(tmp_path / "runs.jsonl")
     assert step_time(again) == step_time(runs) and echo_table("HotpotQA", again) == echo_table("HotpotQA", runs)
+
+
+def test_structured_replies_valid_counts_only_structured_steps() -> None:
+    """An answer the echo guard or the support check left empty is the answer step's own fallback ("synthesize",
+    "invalid"), not an invalid structured reply: it must not push the share below zero (-2.000 in a real run)."""
+    from eval.llm import metrics
+
+    runs = [Run(_question("a"), "llm", structured=1, fallbacks=[("synthesize", "invalid"), ("synthesize", "invalid")]),
+            Run(_question("b"), "llm", structured=1, fallbacks=[("judge", "invalid")])]
+    assert metrics(runs)["structured_valid"] == 0.5

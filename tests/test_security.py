@@ -76,7 +76,7 @@ def test_planted_document_offline(service, planted_docs: str) -> None:
 
 def test_planted_document_with_a_model_that_obeys(service, planted_docs: str, fake_llm: FakeLLM) -> None:
     system = (ROOT / "prompts" / "nl" / "synthesize_system.md").read_text("utf-8")
-    leaked = next(line.strip(" -") for line in system.splitlines() if line.startswith("- Gebruik alleen"))
+    leaked = next(line.strip(" -") for line in system.splitlines() if line.startswith("Gebruik alleen"))
     fake_llm.when_contains("Antwoord uitsluitend met JSON", Reply(text=json.dumps(
         {"facts": [{"fact": "INSAG-4 beschrijft veiligheidscultuur.", "sources": [1]}]})))
     # the worst case: the model follows the planted instruction and recites its rules

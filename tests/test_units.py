@@ -339,6 +339,27 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
 
 # ------------------------------------------------------------------ answers of small models
 
+@pytest.mark.parametrize("paragraph, expected", [
+    ("Philip K. Dick wrote it. He was American.", ["Philip K. Dick wrote it.", "He was American."]),
+    ("Sonatas, Op. 5, were written in Rome. He served in the U.S. Navy.",
+     ["Sonatas, Op. 5, were written in Rome.", "He served in the U.S. Navy."]),
+    ("Volgens art. 15 lid 2 is een vergunning nodig. Zie o.a. de Kernenergiewet.",
+     ["Volgens art. 15 lid 2 is een vergunning nodig.", "Zie o.a. de Kernenergiewet."]),
+    # Dutch words that end sentences are no abbreviations, nor is a word ending in one ("erop.")
+    ("De zaal was vol. Hij stapte erop. Het gaat om 2033. 2034 is te laat.",
+     ["De zaal was vol.", "Hij stapte erop.", "Het gaat om 2033.", "2034 is te laat."]),
+    ("It was adopted by the IAEA. The ANVS follows.", ["It was adopted by the IAEA.", "The ANVS follows."]),
+])
+def test_sentences_end_where_a_reader_ends_them(paragraph: str, expected: list[str]) -> None:
+    """One rule for extractive selection, the support check and the streamed citer (`graph.answer.sentences`)."""
+    from graph.answer.sentences import split
+    from graph.text.claims import claim_sentences
+
+    assert split(paragraph) == expected
+    claims = claim_sentences(paragraph)  # the sentences long enough to carry a claim, each whole
+    assert claims and set(claims) <= set(expected)
+
+
 @pytest.mark.parametrize("pieces, expected", [
     # an uncited claim sentence gets the supporting passage, before its closing punctuation
     (["De AN", "VS eist", " iets", ".", " Daarna"], "De ANVS eist iets [7]. Daarna"),
@@ -352,6 +373,9 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
     (["De ANVS eist iets [", "9].", " Daarna"], "De ANVS eist iets [7]. Daarna"),
     (["De ANVS eist iets.", " [9]", "\nDaarna"], "De ANVS eist iets. [7]\nDaarna"),
     (["De IAEA eist iets [9]. Daarna"], "De IAEA eist iets [9]. Daarna"),  # no better passage: as written
+    # an abbreviation or an initial is no sentence end, also when the dot arrives in a piece of its own
+    (["Volgens art", ".", " 15 eist de ANVS iets", ". Daarna"], "Volgens art. 15 eist de ANVS iets [7]. Daarna"),
+    (["De ANVS schreef Philip K", ".", " Dick", " toe. Daarna"], "De ANVS schreef Philip K. Dick toe [7]. Daarna"),
 ])
 def test_sentence_citer_cites_uncited_sentences_and_keeps_streaming(pieces: list[str], expected: str) -> None:
     from graph.answer.answer_stream import SentenceCiter

@@ -18,10 +18,13 @@ from graph.answer.contacts import ContactFilter
 from graph.answer.events import ECHO_VERDICTS, AnswerDelta, EchoVerdicts, emit
 from graph.answer.ledger import CitationFilter
 from graph.answer.sanitize import LeakFilter
+from graph.answer.sentences import NOT_ABBREVIATED
 
-# The end of a sentence: after . ! ? (or a citation) and a space, unless a citation follows ("eisen. [2]"), or
-# a line end; the punctuation a sentence may end with, which is held until the next text shows what follows
-_SENTENCE_END = re.compile(r"(?<=[.!?\]])[ \t]+(?=[^\s\[])|\n")
+# The end of a sentence: after . ! ? (or a citation) and a space, unless a citation follows ("eisen. [2]") or the
+# dot closes an abbreviation or an initial (`graph.answer.sentences`), or a line end; the punctuation a sentence
+# may end with, which is held until the next text shows what follows
+_SENTENCE_END = re.compile(NOT_ABBREVIATED + r"(?<=[.!?\]])[ \t]+(?=[^\s\[])|\n")
+_LOOKBACK = 12  # characters of the sentence so far that the abbreviation rule reads before a dot
 _MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]")
 _TAIL = re.compile(r"[.!?:;]*\s*$")
 _HELD = re.compile(r"(?:[.!?:;\]]|\s*\[[\d,;–\s-]*\]?)+\s*$")
@@ -235,9 +238,11 @@ class SentenceCiter:
         return f"{part[:end]} [{n}]{part[end:]}"
 
     def feed(self, delta: str) -> str:
-        text, self._held = self._held + delta, ""
-        out, start = [], 0
-        for match in _SENTENCE_END.finditer(text):
+        # the end of the sentence so far goes before the new text: the word before a dot says whether it ends one
+        tail = self._current[-_LOOKBACK:]
+        text, self._held = tail + self._held + delta, ""
+        out, start = [], len(tail)
+        for match in _SENTENCE_END.finditer(text, start):
             out.append(self._end(text[start:match.start()]) + match.group(0))
             start = match.end()
         rest = text[start:]

@@ -89,7 +89,8 @@ async def route(state: State, runtime: Runtime[Context]) -> dict:
         update["question"] = question
         emit(Step(messages.line("rewritten", language, question=question)))
     decision = heuristic_route(question, ctx.catalog.collections, state["instructions"].detailed)
-    if asks_model(decision) and ctx.llm is not None and ctx.config.model_route and ctx.answer.optional_steps:  # torn between types: one call
+    # torn between types: one call, when MODEL_ROUTE is on
+    if asks_model(decision) and ctx.llm is not None and ctx.config.model_route and ctx.answer.optional_steps:
         by_model, spent = await classify(question, ctx)
         usage = usage + spent
         if by_model is not None and not model_type_plausible(by_model.query_type, decision):

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
+from graph.answer import sentences
 from graph.models import Evidence, Language
 from graph.text.language import detect_language
 from textkit import analyze
@@ -22,7 +23,6 @@ _CITE = re.compile(r"\[(\d+)\]")
 _NUMBER = re.compile(r"\b\d[\d.,/]*\b")
 # A name as organisations and standards are written: two or more capitals, optionally with a number part
 _NAME = re.compile(r"\b[A-Z][A-Z0-9]+(?:[-/][A-Z0-9]+)*\b")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9ÀÉÈËÏÖÜ(\"'*])")
 _HIGH_STAKES = re.compile(
     r"\b(artikel|wet|wetten|besluit|vergunning|verplicht|procedure|termijn|boete|sanctie|aanvraag|moet|mag|"
     r"article|law|act|decree|licen[cs]e|obligation|mandatory|procedure|deadline|fine|penalty|must|shall)\w*",
@@ -52,7 +52,7 @@ def claim_sentences(answer: str) -> list[str]:
     out = []
     for paragraph in answer.split("\n"):
         paragraph = paragraph.strip().lstrip("-*• ").strip()
-        out += [s for s in _SENTENCE.split(paragraph) if len(_stems(_CITE.sub("", s))) >= 3]
+        out += [s for s in sentences.split(paragraph) if len(_stems(_CITE.sub("", s))) >= 3]
     return out
 
 

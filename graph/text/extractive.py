@@ -9,16 +9,13 @@ from functools import lru_cache
 
 from graph.answer import messages
 from graph.answer.ledger import Ledger, answer_order
+from graph.answer.sentences import split as split_sentences
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact, Language
 from graph.text.language import detect_language
 from textkit import analyze
 
 _HEADER = re.compile(r"^\s*\[[^\]\n]{1,200}\]\s*\n")
-_ABBREVIATIONS = ("Rev.", "rev.", "nr.", "Nr.", "art.", "Art.", "No.", "no.", "bijv.", "o.a.", "e.g.", "i.e.", "Vol.", "jo.", "Stb.", "Stcrt.", "Trb.", "lid.")
-_SENTENCE = re.compile(
-    "".join(f"(?<!{re.escape(a)})" for a in _ABBREVIATIONS) + r"(?<=[.!?])\s+(?=[A-Z0-9ÀÉÈËÏÖÜ(\"'])"
-)
 
 
 def sentences(text: str) -> list[str]:
@@ -26,7 +23,7 @@ def sentences(text: str) -> list[str]:
     out = []
     for paragraph in re.split(r"\n\s*\n", body):
         paragraph = " ".join(paragraph.split()).lstrip("> ").strip()
-        out += [s.strip() for s in _SENTENCE.split(paragraph) if len(s.strip()) > 25]
+        out += [s.strip() for s in split_sentences(paragraph) if len(s.strip()) > 25]
     return out
 
 

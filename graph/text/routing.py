@@ -179,10 +179,10 @@ def is_ambiguous(route: Route) -> bool:
 
 def asks_model(route: Route) -> bool:
     """Whether the fast model may classify the question (when one is configured and MODEL_ROUTE is on): the
-    heuristics are not sure, and the question holds a signal of a type other than the catch-all for the model to weigh. Without one the
-    catch-all stands: on the 25 such questions among the routing sets' unsure ones, the 1.5B model was right 17
-    times where the catch-all was right 16 times, at one call of ~380 prompt tokens each (2-3 s on 2 cores),
-    and 57 of the 1,000 HotpotQA questions are such."""
+    heuristics are not sure, and the question holds a signal of a type other than the catch-all for the model to
+    weigh. Without one the catch-all stands: on the 25 such questions among the routing sets' unsure ones, the
+    1.5B model was right 17 times where the catch-all was right 16 times, at one call of ~380 prompt tokens each
+    (2-3 s on 2 cores), and 57 of the 1,000 HotpotQA questions are such."""
     return is_ambiguous(route) and any(kind != "factual" for kind in route.evidence)
 
 
