@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +88,7 @@ async def with_model(items: list[dict[str, Any]], catalog: Catalog, settings: Se
     llm = LLMClient(settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model,
                     fast_model=settings.fast_model, timeout_s=settings.llm_timeout_s)
     ctx = Context(llm=llm, docs=None, catalog=catalog, prompts=Prompts(settings.prompts_dir),  # type: ignore[arg-type]
-                  config=dataclasses.replace(settings.pipeline, model_route=True))  # what MODEL_ROUTE=true does
+                  config=replace(settings.pipeline, model_route=True))  # what MODEL_ROUTE=true does
     graph, out = route_only(), []
     try:
         for item in items:

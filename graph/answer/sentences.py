@@ -20,8 +20,9 @@ ABBREVIATIONS = (
 # (an initial); Dutch words that end sentences ("op.", "vol.") are no abbreviations here
 NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)})" for a in sorted(set(ABBREVIATIONS))) + r"(?<!\b[A-Z]\.)"
 # what may open a sentence: a capital, a digit, a quote, a bracket, emphasis
-OPENS = "A-Z0-9ÀÉÈËÏÖÜ(\"'*‘“"
-_BOUNDARY = re.compile(NOT_ABBREVIATED + rf"(?<=[.!?])\s+(?=[{OPENS}])")
+_OPENS = "A-Z0-9ÀÉÈËÏÖÜ(\"'*‘“"
+# the cheap test first: the abbreviation lookbehinds run only after . ! ? (first, they cost 20x per split)
+_BOUNDARY = re.compile(r"(?<=[.!?])" + NOT_ABBREVIATED + rf"\s+(?=[{_OPENS}])")
 
 
 def split(paragraph: str) -> list[str]:
