@@ -63,7 +63,7 @@ class Services:
         relevant = settings.model_dump(
             include={"llm_base_url", "llm_model", "llm_fast_model", "mcp_server_url", "search_top_k", "max_facts",
                      "facts_per_agent", "max_iterations", "claim_check", "min_coverage", "prompt_passages", "passage_chars",
-                     "evidence_tokens", "focus_documents", "answer_max_tokens", "auto_cite", "model_route", "model_summary",
+                     "evidence_tokens", "focus_documents", "pair_focus", "answer_max_tokens", "auto_cite", "model_route", "model_summary",
                      "model_decompose", "model_condense"}
         )
         fingerprint = cache_key("config", relevant, [c.model_dump() for c in catalog.collections], prompts.version)

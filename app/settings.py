@@ -98,6 +98,8 @@ class Settings(BaseSettings):
     # The documents a model's answer to a factual question (or a comparison of two named things) reads at most:
     # those of the best key facts. Overviews, deep dives and comparisons of sources read up to the budget above.
     focus_documents: int = Field(5, ge=1)
+    # a question two linked passages explain (a bridge, two named things): the model reads those two documents only
+    pair_focus: bool = True
     auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the one passage supporting them
     model_route: bool = False  # the fast model classifies a question the heuristics are torn about (else their guess)
     model_summary: bool = True  # the fast model condenses passages over EVIDENCE_TOKENS (else the budget cuts them)
@@ -145,6 +147,7 @@ class Settings(BaseSettings):
             passage_chars=self.passage_chars,
             evidence_tokens=self.evidence_tokens,
             focus_documents=self.focus_documents,
+            pair_focus=self.pair_focus,
             answer_max_tokens=self.answer_max_tokens,
             auto_cite=self.auto_cite,
             model_route=self.model_route,

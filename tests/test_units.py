@@ -380,7 +380,7 @@ def test_sentences_end_where_a_reader_ends_them(paragraph: str, expected: list[s
 def test_sentence_citer_cites_uncited_sentences_and_keeps_streaming(pieces: list[str], expected: str) -> None:
     from graph.answer.answer_stream import SentenceCiter
 
-    citer = SentenceCiter(lambda sentence: 7 if "ANVS" in sentence else None, lambda sentence: "[9]" not in sentence)
+    citer = SentenceCiter(lambda sentence: (7,) if "ANVS" in sentence else (), lambda sentence: "[9]" not in sentence)
     sent = [citer.feed(p) for p in pieces]
     assert "".join(sent) + citer.flush() == expected
     assert sent[0]  # text goes out before its sentence ends
@@ -474,16 +474,29 @@ def test_repeating_catches_a_model_in_a_loop(text: str, expected: bool) -> None:
     assert repeating(text) is expected
 
 
-def test_best_source_picks_the_passage_that_supports_the_sentence() -> None:
-    from graph.text.claims import best_source
+_BORN = _passage("wiki_1", "Huma Mahmood Abedin (born July 28, 1976) is an American political staffer.", title="Huma Abedin")
+_AIDE = _passage("wiki_2", "Huma Abedin was vice chair of the campaign of Hillary Clinton in 2016.", title="Hillary Clinton 2016")
+_GEBOREN = _passage("wiki_1", "Anna de Vries (geboren 12 maart 1961) is een Nederlandse natuurkundige.", title="Anna de Vries")
+_LEIDT = _passage("wiki_2", "Anna de Vries leidt sinds 2019 het reactorinstituut in Delft.", title="Reactorinstituut Delft")
+
+
+@pytest.mark.parametrize("sentence, ledger, expected", [
+    ("De raad van bestuur bewaakt de veiligheidscultuur actief.", [_IAEA_CULTURE, _ANVS_CULTURE], (2,)),
+    # the name of the other organisation is in neither the passage nor its collection: no source, not even the two
+    # together (the IAEA's passage names the IAEA, the ANVS's holds the words: a position attributed wrongly)
+    ("De IAEA wil dat de raad van bestuur de veiligheidscultuur bewaakt.", [_IAEA_CULTURE, _ANVS_CULTURE], ()),
+    ("Kort.", [_IAEA_CULTURE, _ANVS_CULTURE], ()),
+    # a bridge answer joins two passages in one sentence: each holds a number of it, neither the whole
+    ("Huma Abedin, born in 1976, was vice chair of the Clinton campaign in 2016.", [_BORN, _AIDE], (1, 2)),
+    ("Anna de Vries, geboren in 1961, leidt sinds 2019 het reactorinstituut in Delft.", [_GEBOREN, _LEIDT], (1, 2)),
+    ("Anna de Vries leidt het reactorinstituut in Delft.", [_GEBOREN, _LEIDT], (2,)),  # one passage does: one
+    ("Anna de Vries, geboren in 1958, leidt sinds 2019 het reactorinstituut in Delft.", [_GEBOREN, _LEIDT], ()),  # 1961
+])
+def test_best_sources_picks_the_passages_that_support_the_sentence(sentence: str, ledger: list, expected: tuple) -> None:
+    from graph.text.claims import best_sources
 
     display = {"anvs": "ANVS", "iaea": "IAEA"}.get
-    ledger = [_IAEA_CULTURE, _ANVS_CULTURE]
-    assert best_source("De raad van bestuur bewaakt de veiligheidscultuur actief.", ledger, "nl", display) == 2
-    # the name of the other organisation is not in that passage: no source supports the sentence
-    assert best_source("De IAEA wil dat de raad van bestuur de veiligheidscultuur bewaakt.", ledger, "nl",
-                       display) is None
-    assert best_source("Kort.", ledger, "nl", display) is None
+    assert best_sources(sentence, ledger, "nl" if "Huma" not in sentence else "en", lambda c: display(c) or c) == expected
 
 
 @pytest.mark.parametrize("query_type, per_collection, passages, expected", [
@@ -576,22 +589,27 @@ def test_a_limited_ledger_keeps_the_documents_of_the_best_facts() -> None:
     assert [e.doc_id for e in Ledger.for_answer(facts, docs, limit=3)] == ["d1", "d3", "d2"]  # grouped
 
 
-@pytest.mark.parametrize(("kind", "preferred", "model", "documents"), [
-    ("factual", [], True, 5),  # one thing asked: the documents of the best facts, as many as a plain RAG reads
-    ("comparative", [], True, 5),  # two named things compared over every collection
-    ("comparative", ["a", "b"], True, 12),  # two sources compared: each side reads its own
-    ("exploratory", [], True, 12),
-    ("deep_dive", [], True, 12),
-    ("factual", [], False, 12),  # offline: the extractive answer quotes its key sentences only
+@pytest.mark.parametrize(("kind", "preferred", "model", "paired", "pair_focus", "documents"), [
+    ("factual", [], True, False, True, 5),  # one thing asked: the best facts' documents, as many as a plain RAG reads
+    ("factual", [], True, True, True, 2),  # two linked passages explain it: their two documents only
+    ("factual", [], True, True, False, 5),  # PAIR_FOCUS=false
+    ("comparative", [], True, False, True, 5),  # two named things compared over every collection
+    ("comparative", [], True, True, True, 2),  # ... with a passage about each
+    ("comparative", ["a", "b"], True, True, True, 12),  # two sources compared: each side reads its own
+    ("exploratory", [], True, True, True, 12),
+    ("deep_dive", [], True, False, True, 12),
+    ("factual", [], False, True, True, 12),  # offline: the extractive answer quotes its key sentences only
 ])
 def test_a_model_reads_few_documents_for_a_question_about_one_thing(kind: str, preferred: list[str], model: bool,
+                                                                     paired: bool, pair_focus: bool,
                                                                      documents: int) -> None:
     from graph.config import PipelineConfig
     from graph.models import Route
     from graph.nodes.synthesize import answer_documents
 
     route = Route(query_type=kind, collections=["a", "b"], reason="test", preferred=preferred)
-    assert answer_documents(route, PipelineConfig(ledger_limit=12, focus_documents=5), model) == documents
+    config = PipelineConfig(ledger_limit=12, focus_documents=5, pair_focus=pair_focus)
+    assert answer_documents(route, config, model, paired) == documents
 
 
 def _paged(title: str, page: int | None, page_end: int | None = None) -> Evidence:

@@ -207,15 +207,19 @@ class EchoGate:
         return verdicts
 
 
-class SentenceCiter:
-    """Adds `[n]` to a model's claim sentences that cite nothing, when one passage supports the sentence
-    (`graph.text.claims.best_source`): small local models often write an answer from the numbered passages without
-    a single marker, or close a sentence with the number of the passage next to the right one. Text streams on
-    as it comes; only a sentence's closing punctuation and markers wait for the next piece, which shows where
-    the sentence ends. Then an uncited sentence gets " [n]" before its punctuation, and closing markers whose
-    passages do not support the sentence (`supported`) are replaced by the one passage that does, if any."""
+def _markers(numbers: tuple[int, ...]) -> str:
+    return "".join(f"[{n}]" for n in numbers)
 
-    def __init__(self, cite: Callable[[str], int | None], supported: Callable[[str], bool] = lambda _: True) -> None:
+
+class SentenceCiter:
+    """Adds `[n]` to a model's claim sentences that cite nothing, when a passage (or two together) supports the
+    sentence (`graph.text.claims.best_sources`): small local models often write an answer from the numbered
+    passages without a single marker, or close a sentence with the number of one passage when it joins two. Text
+    streams on as it comes; only a sentence's closing punctuation and markers wait for the next piece, which shows
+    where the sentence ends. Then an uncited sentence gets " [n]" before its punctuation, and closing markers whose
+    passages do not support the sentence (`supported`) are replaced by those that do, if any."""
+
+    def __init__(self, cite: Callable[[str], tuple[int, ...]], supported: Callable[[str], bool] = lambda _: True) -> None:
         self.cite = cite
         self.supported = supported
         self._current = ""  # the sentence so far (sent)
@@ -229,13 +233,13 @@ class SentenceCiter:
             closing = _CLOSING.search(part)
             if closing is None or self.supported(sentence):
                 return part
-            n = self.cite(sentence)
-            return part if n is None else f"{part[:closing.start()]} [{n}]{part[closing.end():]}"
-        n = self.cite(sentence)
-        if n is None:
+            numbers = self.cite(sentence)
+            return part if not numbers else f"{part[:closing.start()]} {_markers(numbers)}{part[closing.end():]}"
+        numbers = self.cite(sentence)
+        if not numbers:
             return part
         end = _TAIL.search(part).start()  # type: ignore[union-attr]  (always matches)
-        return f"{part[:end]} [{n}]{part[end:]}"
+        return f"{part[:end]} {_markers(numbers)}{part[end:]}"
 
     def feed(self, delta: str) -> str:
         # the end of the sentence so far goes before the new text: the word before a dot says whether it ends one

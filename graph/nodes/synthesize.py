@@ -38,7 +38,7 @@ from graph.nodes.json_answer import cited_entries, write_json
 from graph.state import State
 from graph.structured import fallback
 from graph.text.claims import (
-    best_source,
+    best_sources,
     cited_numbers,
     high_stakes_question,
     sentence_supported,
@@ -118,13 +118,22 @@ def not_found(unfound: list[str], loop: Loop) -> list[str]:
     return list(dict.fromkeys(unfound + missing))
 
 
-def answer_documents(route: Route, config: PipelineConfig, model: bool) -> int:
+PAIR_DOCUMENTS = 2  # a bridge's two documents, or those of the two things a question names
+
+
+def answer_documents(route: Route, config: PipelineConfig, model: bool, paired: bool = False) -> int:
     """How many documents the answer may rest on: for a model answering a question about one thing (or
     comparing named things), those of the best facts up to `focus_documents` (the five of a plain RAG): on
     HotpotQA the rest were passages sharing a phrase with the question and nothing else, which cost prompt
-    tokens and led a small model astray; overviews, deep dives and comparisons of sources read more, and an
-    offline answer quotes only its few key sentences anyway."""
-    return config.ledger_limit if spread(route) or not model else min(config.focus_documents, config.ledger_limit)
+    tokens and led a small model astray; with `pair_focus`, only the two documents of the linked pair that
+    explains the question (`paired`): a small model answers from the two right passages (the oracle's prompt)
+    far better than from five that hold them. Overviews, deep dives and comparisons of sources read more, and
+    an offline answer quotes only its few key sentences anyway."""
+    if spread(route) or not model:
+        return config.ledger_limit
+    if paired and config.pair_focus:
+        return PAIR_DOCUMENTS
+    return min(config.focus_documents, config.ledger_limit)
 
 
 def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, config: PipelineConfig, model: bool,
@@ -136,7 +145,7 @@ def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, con
     (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no word with the
     question. The evaluation calls this with `model=True` to measure what would reach the prompt."""
     pair = linked_pair(question, evidence, glossary) if model and question and not spread(route) else []
-    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model), pair)
+    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model, bool(pair)), pair)
     sides = comparison_sides(side_by_side(route), route.collections, ledger, config.prompt_passages)
     if model and not sides:
         ledger = ledger.fit(config.evidence_tokens, config.passage_chars)
@@ -347,9 +356,8 @@ def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter
         return None
     candidates = [ledger.entries[n - 1] for n in numbers]
 
-    def cite(sentence: str) -> int | None:
-        n = best_source(sentence, candidates, ctx.language, ctx.display)
-        return None if n is None else numbers[n - 1]
+    def cite(sentence: str) -> tuple[int, ...]:
+        return tuple(numbers[n - 1] for n in best_sources(sentence, candidates, ctx.language, ctx.display))
 
     def supported(sentence: str) -> bool:
         cited = [ledger.entries[n - 1] for n in cited_numbers(sentence, len(ledger))]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from itertools import combinations
 
 from graph.answer import sentences
 from graph.models import Evidence, Language
@@ -102,20 +103,43 @@ def sentence_supported(sentence: str, cited: list[Evidence], language: Language,
     return not same_language or _words_found(claim, same_language, 0.5)
 
 
-def best_source(sentence: str, ledger: list[Evidence], language: Language,
-                display: Callable[[str], str] = str, threshold: float = 0.5) -> int | None:
-    """The `[n]` of the passage that best supports an uncited claim sentence: it passes the support check
-    alone, and most of the sentence's content words are among its stems. None when no passage does (or the
-    sentence is too short to carry a claim)."""
+def _organisations(a: Evidence, b: Evidence, display: Callable[[str], str]) -> set[str]:
+    return {name.upper() for e in (a, b) for name in (e.collection, display(e.collection))}
+
+
+def best_sources(sentence: str, ledger: list[Evidence], language: Language,
+                 display: Callable[[str], str] = str, threshold: float = 0.5) -> tuple[int, ...]:
+    """The `[n]`s that best support a claim sentence (uncited, or citing what does not back it): the one passage
+    that passes the support check alone with most of the sentence's content words among its stems; failing that,
+    the two passages that pass it together, each holding a word, number or name of the sentence the other does
+    not (a bridge answer joins its two passages in one sentence: "X, born in 1976, wrote Y"). () when none does
+    (or the sentence is too short to carry a claim)."""
     claim = _CITE.sub("", sentence)
     words = _stems(claim)
     if len(words) < 3:
-        return None
-    best, best_share = None, 0.0
+        return ()
+    best, best_share = (), 0.0
     for n, e in enumerate(ledger, 1):  # the first of equally good passages wins
         share = len(words & _source_stems(e.text)) / len(words)
         if share >= threshold and share > best_share and sentence_supported(sentence, [e], language, display):
-            best, best_share = n, share
+            best, best_share = (n,), share
+    if best:
+        return best
+    tokens = _NUMBER.findall(claim) + _NAME.findall(claim)
+    names = {name.upper() for name in _NAME.findall(claim)}
+    for i, j in combinations(range(len(ledger)), 2):
+        a, b = ledger[i], ledger[j]
+        if a.collection != b.collection and names & _organisations(a, b, display):
+            continue  # "The IAEA requires X [1][2]" with X from the other organisation's passage: misattributed
+        own_a, own_b = _source_stems(a.text), _source_stems(b.text)
+        share = len(words & (own_a | own_b)) / len(words)
+        if share < threshold or share <= best_share:
+            continue
+        # each passage holds something of the sentence the other does not: else one of them would do alone
+        adds = [bool(words & own - other) or any(t in x.text and t not in y.text for t in tokens)
+                for own, other, x, y in ((own_a, own_b, a, b), (own_b, own_a, b, a))]
+        if all(adds) and sentence_supported(sentence, [a, b], language, display):
+            best, best_share = (i + 1, j + 1), share
     return best
 
 
