@@ -612,6 +612,26 @@ def test_a_model_reads_few_documents_for_a_question_about_one_thing(kind: str, p
     assert answer_documents(route, config, model, paired) == documents
 
 
+_SF1 = Evidence(id="iaea/sf1#0", collection="iaea", doc_id="sf1", title="IAEA SF-1", text="Het doel is bescherming.")
+_GSR2 = Evidence(id="iaea/gsr2#0", collection="iaea", doc_id="gsr2", title="IAEA GSR Part 2", text="Leiderschap.")
+_INSAG = Evidence(id="iaea/insag4#0", collection="iaea", doc_id="insag4", title="INSAG-4", text="GSR Part 2 vraagt.")
+_INSAG_2 = Evidence(id="iaea/insag4#1", collection="iaea", doc_id="insag4", title="INSAG-4", text="Cultuur.")
+
+
+@pytest.mark.parametrize(("pair", "best", "expected"), [
+    ([_GSR2, _INSAG], _SF1, False),  # "Wat is de doelstelling van IAEA SF-1?": SF-1's own sentence is the best fact
+    ([_GSR2, _INSAG], _INSAG_2, True),  # another passage of a pair document: the pair explains it
+    ([_GSR2, _INSAG], _GSR2, True),
+    ([], _SF1, False),  # no pair
+])
+def test_a_linked_pair_explains_the_question_when_the_best_fact_is_from_it(pair: list, best: Evidence,
+                                                                            expected: bool) -> None:
+    from graph.nodes.synthesize import leads
+
+    facts = [Fact(text="Eerste.", evidence_ids=["gone#0", best.id]), Fact(text="Tweede.", evidence_ids=[_GSR2.id])]
+    assert leads(pair, facts, [_SF1, _GSR2, _INSAG, _INSAG_2]) is expected
+
+
 def _paged(title: str, page: int | None, page_end: int | None = None) -> Evidence:
     return Evidence(id=f"c/{title}#{page}", collection="c", doc_id=title, title=title, text="t", page=page,
                     page_end=page_end)

@@ -126,7 +126,7 @@ def answer_documents(route: Route, config: PipelineConfig, model: bool, paired: 
     comparing named things), those of the best facts up to `focus_documents` (the five of a plain RAG): on
     HotpotQA the rest were passages sharing a phrase with the question and nothing else, which cost prompt
     tokens and led a small model astray; with `pair_focus`, only the two documents of the linked pair that
-    explains the question (`paired`): a small model answers from the two right passages (the oracle's prompt)
+    explains the question (`paired`, `leads`): a small model answers from the two right passages (the oracle's prompt)
     far better than from five that hold them. Overviews, deep dives and comparisons of sources read more, and
     an offline answer quotes only its few key sentences anyway."""
     if spread(route) or not model:
@@ -134,6 +134,15 @@ def answer_documents(route: Route, config: PipelineConfig, model: bool, paired: 
     if paired and config.pair_focus:
         return PAIR_DOCUMENTS
     return min(config.focus_documents, config.ledger_limit)
+
+
+def leads(pair: list[Evidence], facts: list[Fact], evidence: list[Evidence]) -> bool:
+    """Whether a linked pair explains the question: the best key fact comes from one of its documents. Asked
+    "Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?", the best pair linked two other IAEA
+    documents while the best fact was SF-1's own sentence: the model must read SF-1."""
+    by_id = {e.id: e for e in evidence}
+    best = next((by_id[i] for f in facts for i in f.evidence_ids if i in by_id), None)
+    return best is not None and any((best.collection, best.doc_id) == (e.collection, e.doc_id) for e in pair)
 
 
 def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, config: PipelineConfig, model: bool,
@@ -145,7 +154,8 @@ def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, con
     (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no word with the
     question. The evaluation calls this with `model=True` to measure what would reach the prompt."""
     pair = linked_pair(question, evidence, glossary) if model and question and not spread(route) else []
-    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model, bool(pair)), pair)
+    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model, leads(pair, facts, evidence)),
+                               pair)
     sides = comparison_sides(side_by_side(route), route.collections, ledger, config.prompt_passages)
     if model and not sides:
         ledger = ledger.fit(config.evidence_tokens, config.passage_chars)
