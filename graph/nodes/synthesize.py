@@ -138,8 +138,8 @@ def answer_documents(route: Route, config: PipelineConfig, model: bool, paired: 
 
 def leads(pair: list[Evidence], facts: list[Fact], evidence: list[Evidence]) -> bool:
     """Whether a linked pair explains the question: the best key fact comes from one of its documents. Asked
-    "Wat is de fundamentele veiligheidsdoelstelling van IAEA SF-1?", the best pair linked two other IAEA
-    documents while the best fact was SF-1's own sentence: the model must read SF-1."""
+    for the fundamental safety objective of a standard it names (gold set f16), the best pair linked two other
+    standards while the best fact was the named standard's own sentence: the model must read that one."""
     by_id = {e.id: e for e in evidence}
     best = next((by_id[i] for f in facts for i in f.evidence_ids if i in by_id), None)
     return best is not None and any((best.collection, best.doc_id) == (e.collection, e.doc_id) for e in pair)
