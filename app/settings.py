@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     focus_documents: int = Field(5, ge=1)
     # a question two linked passages explain (a bridge, two named things): the model reads those two documents only
     pair_focus: bool = True
-    auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the one passage supporting them
+    auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the passage (or two) supporting them
     model_route: bool = False  # the fast model classifies a question the heuristics are torn about (else their guess)
     model_summary: bool = True  # the fast model condenses passages over EVIDENCE_TOKENS (else the budget cuts them)
     model_decompose: bool = False  # a comparison's sub-questions written by the fast model (else per collection)
