@@ -125,8 +125,8 @@ def best_sources(sentence: str, ledger: list[Evidence], language: Language,
             best, best_share = (n,), share
     if best:
         return best
-    tokens = _NUMBER.findall(claim) + _NAME.findall(claim)
-    names = {name.upper() for name in _NAME.findall(claim)}
+    named = _NAME.findall(claim)
+    tokens, names = _NUMBER.findall(claim) + named, {name.upper() for name in named}
     for i, j in combinations(range(len(ledger)), 2):
         a, b = ledger[i], ledger[j]
         if a.collection != b.collection and names & _organisations(a, b, display):
