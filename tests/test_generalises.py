@@ -405,6 +405,22 @@ NUCLEAR_ACT = _linkable("kew", "Kernenergiewet", "De Kernenergiewet regelt de ve
 NUCLEAR_ACT_SUMMARY = _linkable("kew-s", "Kernenergiewet (samenvatting)", "Een samenvatting van de Kernenergiewet.", "anvs")
 
 
+@pytest.mark.parametrize(("title", "question", "named"), [
+    ("Ernest Foot", "Ernest Foot was the best friend of the fighter pilot who had how many victories?", True),
+    ("Pilot (Will & Grace)", "Ernest Foot was the best friend of the fighter pilot who had how many victories?",
+     False),  # a common noun, where the question writes its names with capitals
+    ("Music Maker (label)", "What is the latest album of Tim Hecker, the Canadian electronic music maker?", False),
+    ("Art (magazine)", "Which artist painted Guernica?", False),  # a word, not a part of one
+    ("Bobby Dodd Stadium", "where is bobby dodd stadium?", True),  # a question in lower case names in any case
+    ("Kerncentrale Borssele", "Wanneer vervalt de vergunning van kerncentrale Borssele?", True),  # opens in lower case
+    ("Kernenergiewet", "Wat regelt de Kernenergiewet?", True),
+    ("Kernenergiewet", "wat regelt de kernenergiewet over vergunningen?", True),
+    ("Veiligheid (tijdschrift)", "Wat zegt de ANVS over veiligheid?", False),
+])
+def test_a_question_names_a_title_as_a_name(title: str, question: str, named: bool) -> None:
+    assert extractive.names_title(title, question) is named
+
+
 @pytest.mark.parametrize(("a", "b", "question", "expected"), [
     (TECH, DODD, "Where is the stadium of the 1964 Georgia Tech Yellow Jackets football team?", 1.0),  # named in full
     (DODD, TECH, "Where is the stadium of the 1964 Georgia Tech Yellow Jackets football team?", 1.0),  # either way
@@ -416,6 +432,8 @@ NUCLEAR_ACT_SUMMARY = _linkable("kew-s", "Kernenergiewet (samenvatting)", "Een s
     (TECH, DODD, "Where is Bobby Dodd Stadium?", 0.0),  # the question names the bridge: no bridge
     (PERMIT, NUCLEAR_ACT, "Wanneer vervalt de vergunning van kerncentrale Borssele?", 1.0),  # Dutch bridge
     (NUCLEAR_ACT, NUCLEAR_ACT_SUMMARY, "Wat regelt de Kernenergiewet?", 0.0),  # a law and its summary: one name
+    (DODD, FALL_RIVER, "Is the Bobby Dodd Stadium older than the fall river heritage state park?", 0.0),  # no name
+    (PERMIT, NUCLEAR_ACT, "Is de Kerncentrale Borssele ouder dan de Kernenergiewet?", 1.0),  # two named things
 ])
 def test_two_passages_are_linked_by_a_title_one_names(a: Evidence, b: Evidence, question: str,
                                                       expected: float) -> None:
