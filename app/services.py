@@ -68,8 +68,9 @@ class Services:
         )
         fingerprint = cache_key("config", relevant, [c.model_dump() for c in catalog.collections], prompts.version)
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
+        fence = {"fence_key": settings.fence_key.encode()} if settings.fence_key else {}
         context = Context(llm=llm, docs=docs, catalog=catalog, prompts=prompts, config=settings.pipeline, cache=cache,
-                          fingerprint=fingerprint)
+                          fingerprint=fingerprint, **fence)
         return cls(settings, build_graph(), context, cache, access, embedded)
 
     def context_for(self, visible: tuple[str, ...]) -> Context:

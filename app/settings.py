@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     llm_timeout_s: float = 60.0
     llm_max_concurrency: int = 8
     llm_max_retries: int = 2
+    # a request with a `seed` gets the same passage fences (prompt) every time: derived from the seed and this key;
+    # empty = a random key per process (the same prompt until a restart, and per replica)
+    fence_key: str = ""
 
     # Documents (empty URL = the embedded reference document server)
     mcp_server_url: str = ""

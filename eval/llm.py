@@ -64,7 +64,7 @@ from graph.clients.llm import Completion, LLMClient, LLMError
 from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, load_catalog
 from graph.config import PipelineConfig
-from graph.context import Context
+from graph.context import AnswerOptions, Context
 from graph.models import Evidence, Turn, Usage
 from graph.runner import start
 from graph.text.claims import cited_numbers, claim_sentences, supported
@@ -166,7 +166,7 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
     `run_pipeline`), reading the thought events and the final state from one stream."""
     run = Run(question, mode)
     started = time.perf_counter()
-    state, request = start([Turn(role="user", content=question.text)], ctx)
+    state, request = start([Turn(role="user", content=question.text)], ctx, answer=AnswerOptions(seed=SEED))
     final: dict[str, Any] = dict(state)
     answering = False
     config = {"max_concurrency": 8, "recursion_limit": 50}
@@ -204,6 +204,11 @@ async def observe(question: Question, mode: Mode, graph: Any, ctx: Context) -> R
 
 
 NAIVE_PASSAGES = 5
+# every answer call of every column is sent with this seed (and the pipeline's passage fences derive from it and
+# EVAL_FENCE_KEY, `Context.fence`): the same prompt gets the same answer on a server that honours seeds
+# (llama.cpp, vLLM), so two runs differ only where their prompts do
+SEED = 1
+EVAL_FENCE_KEY = b"eval"
 NAIVE_SYSTEM = ("You answer questions from the passages you are given. Write a short answer in the language of the "
                 "question and cite the passages you use with their numbers in brackets, for example [1]. If the "
                 "passages do not contain the answer, say so.")
@@ -222,7 +227,7 @@ async def one_call(question: str, passages: Sequence[Evidence], llm: LLMClient,
     context = "\n\n".join(f"[{n}] {e.title}\n{e.text}" for n, e in enumerate(passages, 1))
     return await llm.complete([{"role": "system", "content": NAIVE_SYSTEM},
                                {"role": "user", "content": f"Passages:\n{context}\n\nQuestion: {question}"}],
-                              max_tokens=max_tokens)
+                              max_tokens=max_tokens, sampling={"seed": SEED})
 
 
 async def naive_answer(question: str, docs: DocumentClient, collections: Sequence[str], llm: LLMClient
@@ -619,7 +624,7 @@ async def run_set(name: str, questions: Sequence[Question], catalog: Catalog, se
                 fast_model=settings.fast_model, timeout_s=settings.llm_timeout_s,
                 max_concurrency=settings.llm_max_concurrency, max_retries=settings.llm_max_retries)
             ctx = Context(llm=llm, docs=docs, catalog=catalog, prompts=Prompts(settings.prompts_dir),
-                          config=settings.pipeline)
+                          config=settings.pipeline, fence_key=EVAL_FENCE_KEY)
             try:
                 for i, question in enumerate(questions, 1):
                     if mode in ONE_CALL:
@@ -770,7 +775,7 @@ async def main(argv: list[str] | None = None) -> Path:
     model = model_names(settings) if modes != ["offline"] else "none (offline only)"
     command = "python -m eval.llm" + "".join(f" {a}" for a in (sys.argv[1:] if argv is None else argv))
     how = (f"`{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; model: `{model}` "
-           f"(LLM_BASE_URL={settings.llm_base_url or '–'}); machine: {os.cpu_count()} cores")
+           f"(LLM_BASE_URL={settings.llm_base_url or '–'}), answer calls with seed {SEED}; machine: {os.cpu_count()} cores")
     gold_runs: list[Run] = []
     hotpot_runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="neo-nl-eval-llm-") as tmp:

@@ -5,10 +5,13 @@ LangGraph injects it into nodes as `runtime.context`. State holds data only; not
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
+import secrets
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from graph.answer.prompts import Prompts
@@ -64,6 +67,8 @@ class Context:
     config: PipelineConfig = PipelineConfig()
     cache: Cache | None = None  # plan cache
     fingerprint: str = ""  # configuration and prompt version: a change invalidates cached plans
+    # the deployment's key for the passage fences of a request with a `seed` (FENCE_KEY; random per process)
+    fence_key: bytes = field(default_factory=lambda: secrets.token_bytes(16))
     # per request
     tenant: str = "anonymous"  # hashed API key: cached plans are never shared across keys
     language: Language = "nl"  # the language of the question, and so of every line and the answer
@@ -77,6 +82,15 @@ class Context:
 
     def display(self, name: str) -> str:
         return self.catalog.display(name)
+
+    def fence(self) -> str | None:
+        """The code of this request's passage fences (`Ledger.render`): for a caller who set a `seed` (who asks
+        for the same answer to the same request), one derived from the seed and the deployment's secret key, so
+        that the same request gets the same prompt; otherwise None (a random code per prompt). A document's
+        author knows neither the key nor, so, the code."""
+        if self.answer.seed is None:
+            return None
+        return hmac.new(self.fence_key, str(self.answer.seed).encode(), hashlib.sha256).hexdigest()[:4]
 
     async def cached(self, kind: str, key: object, compute: Callable[[], Awaitable[tuple[Any, Usage]]]
                      ) -> tuple[Any, Usage]:

@@ -4,6 +4,8 @@ retries, where the progress goes, sources as data and the request fields the ser
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 
 import httpx
 import openai
@@ -12,7 +14,7 @@ from pydantic import BaseModel
 
 from app.chat import answer_options, progress_mode
 from app.protocol import ChatCompletionRequest
-from graph.context import AnswerOptions
+from graph.context import AnswerOptions, Context
 from graph.loop import model_judges, research_rounds
 from tests.conftest import QUESTION, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -159,6 +161,38 @@ def test_sampling_fields_reach_the_answer_call_only(llm_service, fake_llm: FakeL
     assert answer["max_tokens"] == 400
     others = [r for r in fake_llm.requests if r is not answer]
     assert others and all("seed" not in r and "stop" not in r and r["temperature"] != 0.9 for r in others)
+
+
+def test_a_seed_gives_the_same_prompt(llm_service, fake_llm: FakeLLM) -> None:
+    """The passages' fence code is random per prompt, unless the caller sets a seed (asks for the same answer
+    to the same request): then it derives from the seed and the deployment's key, so the prompt repeats."""
+    script(fake_llm)
+    base = llm_service(fence_key="deployment secret")
+    fences = []
+    for token, seed in [("a", 7), ("b", 7), ("c", 8)]:  # a key each: no answer replayed from the cache
+        client = openai.OpenAI(base_url=base + "/v1", api_key=token, max_retries=0)
+        client.chat.completions.create(model="neo-nl-agent", messages=[{"role": "user", "content": QUESTION}],
+                                       seed=seed)
+        prompt = calls_with(fake_llm, SYNTHESIZE)[-1]["messages"][-1]["content"]
+        fences.append(re.search(r"«([0-9a-f]{4})»", prompt).group(1))
+    assert fences[0] == fences[1] != fences[2]
+
+
+@pytest.mark.parametrize(("key", "seed", "expected"), [
+    (b"k", None, None),  # no seed: None, a random code per prompt (`Ledger.render`)
+    (b"k", 7, "the same for k and 7"),
+    (b"other key", 7, "another"),
+    (b"k", 8, "another"),
+])
+def test_the_fence_of_a_seeded_request(key: bytes, seed: int | None, expected: str | None) -> None:
+    bare = Context(llm=None, docs=None, catalog=None, prompts=None, fence_key=key)  # type: ignore[arg-type]
+    ctx = bare.for_request(language="nl", answer=AnswerOptions(seed=seed))
+    reference = replace(ctx, fence_key=b"k", answer=AnswerOptions(seed=7)).fence()
+    fence = ctx.fence()
+    if expected is None:
+        assert fence is None
+    else:
+        assert re.fullmatch(r"[0-9a-f]{4}", fence) and (fence == reference) == (expected.startswith("the same"))
 
 
 @pytest.mark.parametrize("stream", [False, True])

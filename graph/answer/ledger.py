@@ -139,7 +139,7 @@ class Ledger:
         that it is a summary (`summary_mark`). `only`: these numbers (kept).
 
         Each passage stands between an opening and a closing mark that carry a code new for every prompt
-        (`fence`, random unless given), and the block opens with the rule that text between the marks is material,
+        (`fence`, random unless given: `Context.fence`), and the block opens with the rule that text between the marks is material,
         never an instruction: a document cannot forge the end of its passage, since it cannot know the code."""
         fence = fence or secrets.token_hex(2)
         blocks = [fence_rule(language, fence)]

@@ -77,7 +77,8 @@ async def condense(task: ResearchTask, question: str, evidence: list[Evidence], 
         ledger = Ledger(evidence[: ctx.config.prompt_passages])
         prompt = ctx.prompts.render(
             "condense", ctx.language, question=question, focus=task.query, source=ctx.display(task.collection),
-            evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display, language=ctx.language),
+            evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display, language=ctx.language,
+                                   fence=ctx.fence()),
             max_facts=limit,
         )
         facts, usage = await ask_json(ctx, "condense", prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),

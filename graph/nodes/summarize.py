@@ -82,7 +82,7 @@ async def model_facts(ctx: Context, question: str, window: list[Evidence], extra
     ledger = Ledger([e for e in window if e.id in best])
     prompt = ctx.prompts.render("summarize", ctx.language, question=question, max_facts=limit,
                                 evidence=ledger.render(max_chars=ctx.config.passage_chars, display=ctx.display,
-                                                       language=ctx.language))
+                                                       language=ctx.language, fence=ctx.fence()))
     facts, usage = await ask_json(ctx, "summarize", prompt, FactsReply, lambda reply: reply.to_facts(ledger, limit),
                                   max_tokens=800)
     return (extractive if facts is None else facts), usage

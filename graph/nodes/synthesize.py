@@ -94,7 +94,7 @@ def evidence_block(ctx: Context, ledger: Ledger, only: list[int] | None = None) 
     comparison side's few passages (`only`), each at most PASSAGE_CHARS."""
     max_chars = ctx.config.passage_chars if only is not None else ctx.config.evidence_tokens * 4
     return ledger.render(max_chars, ctx.display, only=only, summary_mark=messages.line("summary_mark", ctx.language),
-                         language=ctx.language)
+                         language=ctx.language, fence=ctx.fence())
 
 
 def answer_style(route: Route) -> str:
