@@ -101,7 +101,8 @@ class Settings(BaseSettings):
     # The documents a model's answer to a factual question (or a comparison of two named things) reads at most:
     # those of the best key facts. Overviews, deep dives and comparisons of sources read up to the budget above.
     focus_documents: int = Field(5, ge=1)
-    # a question two linked passages explain (a bridge, two named things): the model reads those two documents only
+    # a question two linked passages explain (a bridge, two named things): the model reads those two documents and
+    # the partner the next linked pair gives one of them, no others
     pair_focus: bool = True
     auto_cite: bool = True  # a model's uncited claim sentences get the [n] of the passage (or two) supporting them
     model_route: bool = False  # the fast model classifies a question the heuristics are torn about (else their guess)

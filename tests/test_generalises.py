@@ -487,6 +487,7 @@ def test_lookups_are_the_names_the_best_passages_give_that_no_document_is_about(
 
 
 AMSTERDAM = _linkable("ams", "Amsterdam", "Amsterdam is the capital of the Netherlands, with 930,000 inhabitants.")
+ATLANTA = _linkable("atl", "Atlanta", "Atlanta is the capital of the U.S. state of Georgia.")
 
 
 @pytest.mark.parametrize(("question", "evidence", "expected"), [
@@ -495,6 +496,11 @@ AMSTERDAM = _linkable("ams", "Amsterdam", "Amsterdam is the capital of the Nethe
      [AMSTERDAM, TECH, DODD], ["tech", "dodd"]),
     ("Welke wet bepaalt de einddatum van kerncentrale Borssele, en sinds wanneer geldt die wet?",
      [NUCLEAR_ACT, PERMIT], ["borssele", "kew"]),
+    # the partner: the other document of the next pair that shares one of the best pair's (Atlanta, named by both)
+    ("Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?",
+     [AMSTERDAM, TECH, DODD, ATLANTA], ["tech", "dodd", "atl"]),
+    ("Welke wet bepaalt de einddatum van kerncentrale Borssele, en sinds wanneer geldt die wet?",
+     [NUCLEAR_ACT, PERMIT, NUCLEAR_ACT_SUMMARY], ["borssele", "kew", "kew-s"]),
     ("Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?",
      [AMSTERDAM, TECH], []),  # nothing linked: no pair
     ("What is the capital of the Netherlands?", [AMSTERDAM], []),

@@ -590,18 +590,19 @@ def test_a_limited_ledger_keeps_the_documents_of_the_best_facts() -> None:
 
 
 @pytest.mark.parametrize(("kind", "preferred", "model", "paired", "pair_focus", "documents"), [
-    ("factual", [], True, False, True, 5),  # one thing asked: the best facts' documents, as many as a plain RAG reads
-    ("factual", [], True, True, True, 2),  # two linked passages explain it: their two documents only
-    ("factual", [], True, True, False, 5),  # PAIR_FOCUS=false
-    ("comparative", [], True, False, True, 5),  # two named things compared over every collection
-    ("comparative", [], True, True, True, 2),  # ... with a passage about each
-    ("comparative", ["a", "b"], True, True, True, 12),  # two sources compared: each side reads its own
-    ("exploratory", [], True, True, True, 12),
-    ("deep_dive", [], True, False, True, 12),
-    ("factual", [], False, True, True, 12),  # offline: the extractive answer quotes its key sentences only
+    ("factual", [], True, 0, True, 5),  # one thing asked: the best facts' documents, as many as a plain RAG reads
+    ("factual", [], True, 2, True, 2),  # two linked passages explain it: their two documents only
+    ("factual", [], True, 3, True, 3),  # ... and the partner another linked pair gives one of them
+    ("factual", [], True, 3, False, 5),  # PAIR_FOCUS=false
+    ("comparative", [], True, 0, True, 5),  # two named things compared over every collection
+    ("comparative", [], True, 2, True, 2),  # ... with a passage about each
+    ("comparative", ["a", "b"], True, 2, True, 12),  # two sources compared: each side reads its own
+    ("exploratory", [], True, 2, True, 12),
+    ("deep_dive", [], True, 0, True, 12),
+    ("factual", [], False, 2, True, 12),  # offline: the extractive answer quotes its key sentences only
 ])
 def test_a_model_reads_few_documents_for_a_question_about_one_thing(kind: str, preferred: list[str], model: bool,
-                                                                     paired: bool, pair_focus: bool,
+                                                                     paired: int, pair_focus: bool,
                                                                      documents: int) -> None:
     from graph.config import PipelineConfig
     from graph.models import Route

@@ -118,21 +118,18 @@ def not_found(unfound: list[str], loop: Loop) -> list[str]:
     return list(dict.fromkeys(unfound + missing))
 
 
-PAIR_DOCUMENTS = 2  # a bridge's two documents, or those of the two things a question names
-
-
-def answer_documents(route: Route, config: PipelineConfig, model: bool, paired: bool = False) -> int:
+def answer_documents(route: Route, config: PipelineConfig, model: bool, paired: int = 0) -> int:
     """How many documents the answer may rest on: for a model answering a question about one thing (or
     comparing named things), those of the best facts up to `focus_documents` (the five of a plain RAG): on
     HotpotQA the rest were passages sharing a phrase with the question and nothing else, which cost prompt
-    tokens and led a small model astray; with `pair_focus`, only the two documents of the linked pair that
-    explains the question (`paired`, `leads`): a small model answers from the two right passages (the oracle's prompt)
-    far better than from five that hold them. Overviews, deep dives and comparisons of sources read more, and
-    an offline answer quotes only its few key sentences anyway."""
+    tokens and led a small model astray; with `pair_focus`, only the `paired` documents of the linked pair that
+    explains the question and its partner (`linked_pair`, `leads`): a small model answers from the two right
+    passages (the oracle's prompt) far better than from five that hold them. Overviews, deep dives and
+    comparisons of sources read more, and an offline answer quotes only its few key sentences anyway."""
     if spread(route) or not model:
         return config.ledger_limit
     if paired and config.pair_focus:
-        return PAIR_DOCUMENTS
+        return paired
     return min(config.focus_documents, config.ledger_limit)
 
 
@@ -151,11 +148,11 @@ def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, con
     comparison's sides. For a model, what its one answer prompt reads, and so all it may cite: the ledger cut to
     the evidence budget (`Ledger.fit`), unless the answer is written side by side (a side reads a few passages);
     for a question about one thing or named things, with the best linked pair of passages among the evidence
-    (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no word with the
+    and its partner (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no word with the
     question. The evaluation calls this with `model=True` to measure what would reach the prompt."""
     pair = linked_pair(question, evidence, glossary) if model and question and not spread(route) else []
-    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model, leads(pair, facts, evidence)),
-                               pair)
+    paired = len({(e.collection, e.doc_id) for e in pair}) if leads(pair, facts, evidence) else 0
+    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model, paired), pair)
     sides = comparison_sides(side_by_side(route), route.collections, ledger, config.prompt_passages)
     if model and not sides:
         ledger = ledger.fit(config.evidence_tokens, config.passage_chars)
