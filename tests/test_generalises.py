@@ -486,6 +486,38 @@ def test_lookups_are_the_names_the_best_passages_give_that_no_document_is_about(
     assert "Kernenergiewet" not in link_queries(dutch, dutch, [PERMIT, NUCLEAR_ACT], set())
 
 
+@pytest.mark.parametrize(("a", "b", "expected"), [
+    ("lousiana", "louisiana", True),  # a letter left out
+    ("borsselle", "borssele", True),  # one too many
+    ("luthuanian", "lithuanian", True),  # one replaced
+    ("kernenergeiwet", "kernenergiewet", True),  # two neighbours swapped
+    ("borssele", "borssele", False),  # the same word is no typo
+    ("borsele", "borssele", True),
+    ("doel", "dodewaard", False),
+    ("hanover", "hannoverr", False),  # two letters apart
+])
+def test_one_typo(a: str, b: str, expected: bool) -> None:
+    assert extractive.one_typo(a, b) is expected and extractive.one_typo(b, a) is expected
+
+
+@pytest.mark.parametrize(("question", "answered"), [
+    ("Wanneer vervalt de vergunning van kerncentrale Borssele?", True),
+    ("Wanneer vervalt de vergunning van kerncentrale Borsele?", True),  # a name with a typo is still the name
+    ("Wanneer vervalt de vergunning van kerncentrale Borsselle?", True),
+    ("Vervalt de vergunning van kerncentrale Borssele in 2034?", False),  # a number must be as written
+    ("Vervalt de vergunning van kerncentrale Borssele in 2033?", True),
+    ("Wanneer vervalt de vergunning van kerncentrale Doel?", False),  # another plant, nowhere in the passages
+    ("Wanneer vervalt de vergunning van kerncentrale Dodewaard?", False),
+    ("When was the Lousiana flood of the Mississippi?", True),
+    ("When was the Lousiana flood of the Missouri?", False),  # one name right, the other nowhere
+])
+def test_a_name_with_a_typo_is_still_the_name(question: str, answered: bool) -> None:
+    flood = _linkable("flood", "Great Mississippi Flood of 1927", "The Great Mississippi Flood of 1927 flooded "
+                      "Louisiana and Arkansas in April 1927.")
+    facts = select_facts(question, [PERMIT, NUCLEAR_ACT, flood], 5, language="nl", min_coverage=0.6, spread=False)
+    assert bool(facts) is answered
+
+
 AMSTERDAM = _linkable("ams", "Amsterdam", "Amsterdam is the capital of the Netherlands, with 930,000 inhabitants.")
 ATLANTA = _linkable("atl", "Atlanta", "Atlanta is the capital of the U.S. state of Georgia.")
 

@@ -77,6 +77,42 @@ def entity_words(question: str) -> list[str]:
     return [w for i, w in enumerate(words) if any(c.isdigit() for c in w) or (i > 0 and w[:1].isupper())]
 
 
+TYPO_MIN = 5  # letters from which a name written with one typo is still the name ("Lousiana", "Borsele")
+
+
+def one_typo(a: str, b: str) -> bool:
+    """Whether `a` and `b` differ by one letter inserted, left out or replaced, or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    start = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    if len(a) == len(b):
+        swapped = a[start + 2:] == b[start + 2:] and a[start:start + 2] == b[start:start + 2][::-1]
+        return a[start + 1:] == b[start + 1:] or swapped
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return longer[start + 1:] == shorter[start:]
+
+
+def name_stems(word: str) -> set[str]:
+    """The stems a name of the question is searched by."""
+    return {s for group in analyze(word) for s in group}
+
+
+def typos(names: list[str], found: set[str]) -> dict[str, frozenset[str]]:
+    """The passages' words each name of the question that no passage holds as written is one typo away from, for
+    a name of letters only of at least `TYPO_MIN` (its stems): "Lousiana" is Louisiana, "Nambia" Namibia, "Borsele"
+    Borssele. Numbers stay as written (2033 is not 2034), and so do short names."""
+    fixes: dict[str, frozenset[str]] = {}
+    for stem in {stem for word in names for stem in name_stems(word)} - found:
+        if stem.isalpha() and len(stem) >= TYPO_MIN and (near := frozenset(o for o in found if one_typo(stem, o))):
+            fixes[stem] = near
+    return fixes
+
+
+def respelled(words: frozenset[str], fixes: dict[str, frozenset[str]]) -> frozenset[str]:
+    """A topic word or name (its stems) read also as the words its typos stand for (`typos`)."""
+    return words.union(*(fixes[s] for s in words & fixes.keys())) if fixes else words
+
+
 def coverage(query: list[frozenset[str]], text: str) -> float:
     """Share of the query's topic words that occur in a passage (title and section included)."""
     stems = stems_of(text)
@@ -148,6 +184,9 @@ def select_facts(
     if not query or not ledger:
         return []
     stems = [stems_of(e.text, glossary) for e in ledger]
+    found = set().union(*stems)
+    fixes = typos(entity_words(question), found)  # a name written with a typo is read as the passages write it
+    query = [respelled(t, fixes) for t in query]
     covered = [(sum(bool(t & s) for t in query) / len(query), i, e) for i, (e, s) in enumerate(zip(ledger, stems,
                                                                                                      strict=True))]
     best = single = max(c for c, _, _ in covered)
@@ -158,9 +197,9 @@ def select_facts(
                                                          or named_things(pair, ledger, asked)):
         best = max(best, pair[0], min_coverage)
     if min_coverage:
-        found, topic = set().union(*stems), set().union(*query)
-        names = [named for word in entity_words(question)
-                 if (named := {s for group in analyze(word) for s in group}) and named <= topic]
+        topic = set().union(*query)
+        names = [respelled(named, fixes) for word in entity_words(question)
+                 if (named := frozenset(name_stems(word))) and named <= topic]
         if any(not named & found for named in names):
             return []
         if best < min_coverage or not _focused(query, names, ledger, glossary):
