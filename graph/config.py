@@ -19,7 +19,8 @@ class PipelineConfig:
     research_seconds: float = 60.0  # after this long no further research round starts
     ledger_limit: int = 12  # evidence entries the answer may cite
     focus_documents: int = 5  # documents a model reads for a question about one thing (FOCUS_DOCUMENTS)
-    pair_focus: bool = True  # a question two linked passages explain: the model reads their documents (and a partner's) only (PAIR_FOCUS)
+    # a question two linked passages explain: the model reads their documents and a partner's only (PAIR_FOCUS)
+    pair_focus: bool = True
     prompt_passages: int = 6  # passages one summarising model call reads (the best ones)
     passage_chars: int = 800  # characters of a passage in a prompt
     evidence_tokens: int = 1200  # the answer prompt's evidence block at most (estimated tokens; EVIDENCE_TOKENS)

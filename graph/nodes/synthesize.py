@@ -148,8 +148,8 @@ def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, con
     comparison's sides. For a model, what its one answer prompt reads, and so all it may cite: the ledger cut to
     the evidence budget (`Ledger.fit`), unless the answer is written side by side (a side reads a few passages);
     for a question about one thing or named things, with the best linked pair of passages among the evidence
-    and its partner (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no word with the
-    question. The evaluation calls this with `model=True` to measure what would reach the prompt."""
+    and its partner (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no
+    word with the question. The evaluation calls this with `model=True` to measure what would reach the prompt."""
     pair = linked_pair(question, evidence, glossary) if model and question and not spread(route) else []
     paired = len({(e.collection, e.doc_id) for e in pair}) if leads(pair, facts, evidence) else 0
     ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model, paired), pair)
