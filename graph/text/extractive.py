@@ -185,7 +185,8 @@ def select_facts(
         return []
     stems = [stems_of(e.text, glossary) for e in ledger]
     found = set().union(*stems)
-    fixes = typos(entity_words(question), found)  # a name written with a typo is read as the passages write it
+    named_words = entity_words(question)
+    fixes = typos(named_words, found)  # a name written with a typo is read as the passages write it
     query = [respelled(t, fixes) for t in query]
     covered = [(sum(bool(t & s) for t in query) / len(query), i, e) for i, (e, s) in enumerate(zip(ledger, stems,
                                                                                                      strict=True))]
@@ -198,7 +199,7 @@ def select_facts(
         best = max(best, pair[0], min_coverage)
     if min_coverage:
         topic = set().union(*query)
-        names = [respelled(named, fixes) for word in entity_words(question)
+        names = [respelled(named, fixes) for word in named_words
                  if (named := frozenset(name_stems(word))) and named <= topic]
         if any(not named & found for named in names):
             return []
