@@ -520,6 +520,12 @@ def test_a_name_with_a_typo_is_still_the_name(question: str, answered: bool) -> 
 
 AMSTERDAM = _linkable("ams", "Amsterdam", "Amsterdam is the capital of the Netherlands, with 930,000 inhabitants.")
 ATLANTA = _linkable("atl", "Atlanta", "Atlanta is the capital of the U.S. state of Georgia.")
+TECHWOOD = _linkable("tw", "Techwood Drive", "Techwood Drive is a street in Midtown Atlanta, named after the Georgia "
+                     "Tech campus.")
+ACT_NAMING_A_DECREE = _linkable("kew", "Kernenergiewet", "De Kernenergiewet regelt de vergunningen voor "
+                                "kerninstallaties; het Besluit stralingsbescherming werkt haar uit.", "wetten")
+DECREE = _linkable("bs", "Besluit stralingsbescherming", "Het Besluit stralingsbescherming regelt de bescherming "
+                   "tegen straling.", "wetten")
 
 
 @pytest.mark.parametrize(("question", "evidence", "expected"), [
@@ -533,6 +539,12 @@ ATLANTA = _linkable("atl", "Atlanta", "Atlanta is the capital of the U.S. state 
      [AMSTERDAM, TECH, DODD, ATLANTA], ["tech", "dodd", "atl"]),
     ("Welke wet bepaalt de einddatum van kerncentrale Borssele, en sinds wanneer geldt die wet?",
      [NUCLEAR_ACT, PERMIT, NUCLEAR_ACT_SUMMARY], ["borssele", "kew", "kew-s"]),
+    # no partner when the next pair is far behind the best (`PARTNER_MARGIN`): a street the stadium's passage
+    # names, a decree the act's passage names, neither holding more of the question
+    ("Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?",
+     [AMSTERDAM, TECH, DODD, TECHWOOD], ["tech", "dodd"]),
+    ("Wanneer vervalt de vergunning van kerncentrale Borssele volgens de Kernenergiewet?",
+     [ACT_NAMING_A_DECREE, PERMIT, DECREE], ["borssele", "kew"]),
     ("Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?",
      [AMSTERDAM, TECH], []),  # nothing linked: no pair
     ("What is the capital of the Netherlands?", [AMSTERDAM], []),

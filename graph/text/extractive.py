@@ -323,6 +323,7 @@ LINK_MIN = 0.6  # share of a document title's words a passage must hold to count
 LINK_WEIGHT = 0.25  # what a link adds to a pair's coverage in `best_pair`
 NAMED_WEIGHT = 0.25  # tuning half, pair right: 0.25 0.765 > 0.5 0.761 > 0 0.757 > 1 0.745 (names written as names)
 PAIR_FIRST = 24  # a pair's first passage is one of the passages covering most of the question
+PARTNER_MARGIN = 0.3  # tuning half, both gold in a prompt / documents in it: 0.1 0.804/2.38, 0.2 0.806/2.55, 0.3 0.810/2.67, any 0.810/2.91
 LINK_POWER = 3  # tuning half: a partial link counts as its strength cubed (pair right 0.711 -> 0.725; squared 0.719)
 
 
@@ -361,12 +362,12 @@ def _link(a: Evidence, b: Evidence, question: str) -> float:
 
 
 def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
-                 ) -> list[tuple[float, tuple[int, int]]]:
+                 ) -> list[tuple[float, float, tuple[int, int]]]:
     """Every two linked passages (`_link`), best first: by the share of the question's topic words they hold
     together, IDF-weighted over the passages, plus `LINK_WEIGHT` times their link: a bridge question's words are
     spread over the passage that names the bridge and the one about it, which may share few words with the
-    question. The first passage is one of the `PAIR_FIRST` covering most, the second any. Each pair with the share
-    of topic words it holds (unweighted, as the decline rule reads coverage)."""
+    question. The first passage is one of the `PAIR_FIRST` covering most, the second any. Each pair as (its score,
+    the share of topic words it holds unweighted, as the decline rule reads coverage, the two indexes)."""
     n = len(stems)
     weight = [math.log(1 + n / (1 + sum(bool(t & s) for s in stems))) for t in query]
     total = sum(weight) or 1.0
@@ -390,31 +391,33 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
             score = sum(weight[k] for k in union) / total + LINK_WEIGHT * (link + NAMED_WEIGHT * (named[i] and named[j]))
             scored.append((score, len(union) / len(query), (i, j)))
     scored.sort(key=lambda t: -t[0])  # stable: of equal pairs, the one whose first passage covers more
-    return [(coverage, pair) for _, coverage, pair in scored]
+    return scored
 
 
 def best_pair(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
               ) -> tuple[float, tuple[int, int]] | None:
-    """The best of `ranked_pairs`, or None when no two passages are linked."""
-    return next(iter(ranked_pairs(query, stems, ledger, question)), None)
+    """The best of `ranked_pairs` as (coverage, indexes), or None when no two passages are linked."""
+    best = next(iter(ranked_pairs(query, stems, ledger, question)), None)
+    return None if best is None else best[1:]
 
 
 def linked_pair(question: str, evidence: list[Evidence], glossary: Glossary | None = None) -> list[Evidence]:
     """The two passages of the best linked pair over all the evidence (`ranked_pairs`: a bridge, one naming the
     other's document; or the documents of two things the question names), then the partner the next pairs give
-    either of them: the other passage of the best pair that shares one of their documents and adds one. When the
-    best pair is right in one half only, the prompt still holds the other (tuning half of HotpotQA: both gold
-    articles in a model's prompt 0.76 → 0.81; the local 1.5B model answers as often either way, 0.65 and 0.66 of
-    100 questions, so the gain is for a model that reads three passages well). [] when no two passages are linked."""
+    either of them when the best pair is not clearly best: the other passage of the best next pair that shares one
+    of their documents, adds one and scores within `PARTNER_MARGIN` of the best. When the best pair is right in one
+    half only, the prompt still holds the other (tuning half of HotpotQA: both gold articles in a model's prompt
+    0.76 -> 0.81, as with a partner for every pair but with 0.24 fewer documents: the local model cites a partner
+    it was given where it adds nothing). [] when no two passages are linked."""
     query = query_terms(question, glossary)
     if not query or len(evidence) < 2:
         return []
     ranked = ranked_pairs(query, [stems_of(e.text, glossary) for e in evidence], evidence, question)
     if not ranked:
         return []
-    (i, j) = ranked[0][1]
+    best, _, (i, j) = ranked[0]
     documents = {evidence[i].doc_id, evidence[j].doc_id}
-    partner = next((k for _, pair in ranked[1:] for k in pair
+    partner = next((k for score, _, pair in ranked[1:] if best - score <= PARTNER_MARGIN for k in pair
                     if evidence[k].doc_id not in documents and {evidence[m].doc_id for m in pair} & documents), None)
     return [evidence[i], evidence[j]] + ([] if partner is None else [evidence[partner]])
 
