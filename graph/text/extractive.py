@@ -407,8 +407,8 @@ def linked_pair(question: str, evidence: list[Evidence], glossary: Glossary | No
     either of them when the best pair is not clearly best: the other passage of the best next pair that shares one
     of their documents, adds one and scores within `PARTNER_MARGIN` of the best. When the best pair is right in one
     half only, the prompt still holds the other (tuning half of HotpotQA: both gold articles in a model's prompt
-    0.76 -> 0.81, as with a partner for every pair but with 0.24 fewer documents: the local model cites a partner
-    it was given where it adds nothing). [] when no two passages are linked."""
+    0.76 -> 0.81, as with a partner for every pair, but with 0.24 fewer documents per prompt). [] when no two
+    passages are linked."""
     query = query_terms(question, glossary)
     if not query or len(evidence) < 2:
         return []
