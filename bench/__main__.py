@@ -163,6 +163,18 @@ async def _speedup(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Name
             lab.stop(proc)
 
 
+async def _sides(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 3b: a comparison's sides written at once (LLM_MAX_CONCURRENCY 512) and one by one (1)"""
+    data["sides"] = {}
+    for label, slots in (("at once", scenarios.LLM_SLOTS), ("one by one", 1)):
+        with section(data, f"Comparison sides, {label} (section 3b)"):
+            proc, base = lab.service(f"service-sides-{slots}", LLM_MAX_CONCURRENCY=slots)
+            with lab.isolated(proc):
+                data["sides"][label] = await scenarios.comparative_runs(
+                    lab, base, sizes["speedup_runs"], f"sides {label}", not args.smoke, sizes=scenarios.SIDES)
+            lab.stop(proc)
+
+
 async def _relay(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
     """section 8: service CPU per streamed request vs the bare relay"""
     with section(data, "Service CPU per streamed request vs the bare relay (section 8)"):
@@ -215,7 +227,7 @@ async def _scale(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namesp
 
 
 # --only's names, in the order a run takes them
-PARTS = {"latency": _latency, "speedup": _speedup, "relay": _relay, "mcp": _mcp, "cache": _cache, "sweep": _sweep,
+PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "mcp": _mcp, "cache": _cache, "sweep": _sweep,
          "security": _security, "scale": _scale}
 
 

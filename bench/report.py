@@ -16,7 +16,7 @@ from typing import Any
 from app.settings import Settings
 from bench.harness import percentile
 from bench.scale import summary as scale_summary
-from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, RELAY, SETTLE_S, CpuTally, Measured
+from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, RELAY, SETTLE_S, SIDES, CpuTally, Measured
 
 
 def _default(name: str) -> Any:
@@ -32,6 +32,8 @@ TARGETS = {
     "overhead_ms": 15.0,
     "relay_ratio": 1.3,  # service CPU per streamed request / the bare relay's (factual, sequential)
     "speedup_4": 3.3,
+    "sides_calls": 2.0,  # a comparison's answer time (first answer token to [DONE]), in answer calls, sides at once
+    "sides_noise": 0.05,  # one by one against today's n + 1 calls; sides at once' first token against one by one's
     "sweep_level": 100,
     "lag_ms": 100.0,
     "rss_mb": 400.0,
@@ -51,6 +53,7 @@ SECTIONS = (
     "## 1. Latency per query type",
     "## 2. Orchestration overhead",
     "## 3. Parallel speedup of comparative questions",
+    "## 3b. A comparison's sides written at once",
     "## 4. Upstream calls and tokens per query type",
     "## 5. Concurrency sweep",
     "## 6. MCP session reuse",
@@ -133,6 +136,9 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
              f"{out['speedup'][4]['research']:.2f}x (end to end {out['speedup'][4]['total']:.2f}x)",
              out["speedup"][4]["research"] >= t["speedup_4"])
         )
+    if "sides" in data:
+        out["sides"] = sides_figures(data["sides"], data["meta"]["ttft_s"])
+        out["checks"] += sides_checks(out["sides"])
     if "sweep" in data:
         out["single_p50"], out["sweep_row"] = sweep_points(data["sweep"])
         out["checks"] += sweep_checks(data["sweep"], "")
@@ -146,6 +152,47 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
     if "scale" in data:
         out["checks"] += scale_checks(data["scale"])
     return out
+
+
+def sides_figures(sides: dict[str, dict[int, list[Measured]]], ttft_s: float) -> dict[str, dict[int, dict]]:
+    """Per configuration and number of collections: p50 of one answer call, of the answer time (also in calls),
+    of the first answer token; the most answer calls in flight; and, one by one, today's answer time in calls
+    (n sides and the contrast, less the first call's wait for its first token)."""
+    out: dict[str, dict[int, dict]] = {}
+    for label, by_n in sides.items():
+        out[label] = {}
+        for n, runs in by_n.items():
+            ok = [r for r in runs if r.ok]
+            call, answer = p((r.answer_call for r in ok), 50), p((r.answer_time for r in ok), 50)
+            out[label][n] = {"runs": len(ok), "call": call, "answer": answer, "calls": answer / call,
+                             "first": p((r.first_answer for r in ok), 50),
+                             "peak": max((r.peak_answers for r in ok), default=0),
+                             "today": n + 1 - ttft_s / call}
+    return out
+
+
+def sides_checks(f: dict[str, dict[int, dict]]) -> list[tuple[str, str, str, bool | None]]:
+    t = TARGETS
+    at, one = f.get("at once", {}), f.get("one by one", {})
+    checks: list[tuple[str, str, str, bool | None]] = []
+    if at:
+        checks += [
+            ("Comparison answer time, sides at once (first answer token → [DONE], p50)",
+             f"≤ {t['sides_calls']:.0f} answer calls", " / ".join(f"{at[n]['calls']:.2f} ({n} coll.)" for n in at),
+             all(at[n]["calls"] <= t["sides_calls"] for n in at)),
+            ("Answer calls in flight at once, sides at once", "≥ 2", " / ".join(f"{at[n]['peak']} ({n} coll.)" for n in at),
+             all(at[n]["peak"] >= 2 for n in at)),
+        ]
+    if at and one:
+        checks.append(("First answer token, sides at once vs one by one (p50)", f"≤ one by one + {pct(t['sides_noise'])}",
+                       " / ".join(f"{at[n]['first'] / one[n]['first']:.3f}× ({n} coll.)" for n in at if n in one),
+                       all(at[n]["first"] <= one[n]["first"] * (1 + t["sides_noise"]) for n in at if n in one)))
+    if one:
+        checks.append(("Answer time one by one (`LLM_MAX_CONCURRENCY=1`) vs today's n + 1 calls",
+                       f"within ±{pct(t['sides_noise'])}",
+                       " / ".join(f"{one[n]['calls'] / one[n]['today']:.3f}× ({n} coll.)" for n in one),
+                       all(abs(one[n]["calls"] / one[n]["today"] - 1) <= t["sides_noise"] for n in one)))
+    return checks
 
 
 def scale_checks(scale: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
@@ -522,6 +569,30 @@ def _speedup_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
                f"≥ {TARGETS['speedup_4']}x"], rows),
         "",
         "![speedup](bench/speedup.png)",
+    ])
+
+
+def _sides_section(judged: dict[str, Any]) -> str:
+    rows = []
+    for label, by_n in judged["sides"].items():
+        for n, f in by_n.items():
+            rows.append([label, n, f["runs"], ms(f["call"], 0), ms(f["answer"], 0), f"{f['calls']:.2f}",
+                         f"{f['today']:.2f}", f["peak"], ms(f["first"], 0)])
+    return "\n".join([
+        "## 3b. A comparison's sides written at once",
+        "",
+        "A comparison between organisations is answered side by side: one short model call per organisation, "
+        "then one that contrasts them. With `LLM_MAX_CONCURRENCY` above 1 every side is generated at once: the "
+        "first streams live, the others wait in the service until the side before them has been streamed, then "
+        "follow without a pause; with `LLM_MAX_CONCURRENCY=1` (a single-slot server) one call after the other, as "
+        f"before. The same questions as section 3 over {' and '.join(map(str, SIDES))} collections, "
+        "every answer call of the fake upstream equally long. Answer time: from the first answer token to "
+        "`[DONE]`, the time a reader watches the answer being written; in calls: divided by one answer call's "
+        "duration at the upstream. Today's: what one call after the other takes, n sides and the contrast less "
+        "the first call's wait for its first token.",
+        "",
+        table(["sides", "collections", "runs", "one answer call p50 (ms)", "answer time p50 (ms)", "in calls",
+               "today's (calls)", "answer calls in flight (max)", "first answer token p50 (ms)"], rows),
     ])
 
 
@@ -1031,6 +1102,8 @@ def write_report(data: dict[str, Any], path: Path) -> Path:
                      _overhead_section(groups, by_type(data["latency_shared"]))]
     if "speedup" in data:
         sections.append(_speedup_section(data, judged))
+    if "sides" in data:
+        sections.append(_sides_section(judged))
     if "latency" in data:
         sections.append(_calls_section(by_type(data["latency"])))
     if "sweep" in data:

@@ -25,6 +25,7 @@ import httpx
 
 from bench.harness import (
     ANSWER,
+    LLM_MAX_CONCURRENCY,
     Proc,
     Run,
     Upstream,
@@ -57,6 +58,8 @@ COMPARATIVE_BY_COLLECTIONS = {
     3: "Hoe verschillen IAEA, ANVS en de wet eisen voor veiligheidscultuur?",
     4: "Hoe verschillen ANVS, IAEA, de wet en security eisen voor veiligheidscultuur?",
 }
+SIDES = (2, 4)  # section 3b: comparisons over this many collections
+LLM_SLOTS = LLM_MAX_CONCURRENCY  # section 3b: the upstream takes this many requests at once (and then 1)
 _tenants = itertools.count(1)
 
 
@@ -144,6 +147,9 @@ class Measured:
     usage: dict[str, Any]
     mcp_calls: int
     peak_agents: int  # most condense calls in flight at once
+    answer_time: float = float("nan")  # first answer token -> end of the stream: the answer as it is written
+    answer_call: float = float("nan")  # one answer call at the upstream, median (start -> end)
+    peak_answers: int = 0  # most answer calls in flight at once (a comparison's sides)
 
     @property
     def overhead(self) -> float:
@@ -185,6 +191,9 @@ def analyse(kind: str, run: Run, calls: list[UpstreamCall], mcp: list[tuple[floa
         usage=run.usage,
         mcp_calls=len(mcp_mine),
         peak_agents=_peak([(c.start, c.end) for c in mine if c.kind == "condense"]),
+        answer_time=(hi - run.first_answer) if run.first_answer else nan,
+        answer_call=statistics.median(c.end - c.start for c in answer) if answer else nan,
+        peak_answers=_peak([(c.start, c.end) for c in answer]),
     )
 
 
@@ -213,16 +222,17 @@ async def latency_by_type(lab: Lab, base: str, runs: int, warm_up: bool = True) 
     return results
 
 
-async def comparative_runs(lab: Lab, base: str, runs: int, label: str, warm_up: bool = True) -> dict[int, list[Measured]]:
-    """Section 3, one configuration: the comparative question over 2, 3 and 4 collections."""
-    out: dict[int, list[Measured]] = {n: [] for n in COMPARATIVE_BY_COLLECTIONS}
+async def comparative_runs(lab: Lab, base: str, runs: int, label: str, warm_up: bool = True,
+                           sizes: Iterable[int] = tuple(COMPARATIVE_BY_COLLECTIONS)) -> dict[int, list[Measured]]:
+    """Sections 3 and 3b, one configuration: the comparative question over 2, 3 and 4 collections (`sizes`)."""
+    out: dict[int, list[Measured]] = {n: [] for n in sizes}
     async with new_client() as client:
         if warm_up:
-            await measure_one(lab, client, base, "comparative", COMPARATIVE_BY_COLLECTIONS[4])
+            await measure_one(lab, client, base, "comparative", COMPARATIVE_BY_COLLECTIONS[max(out)])
         for i in range(runs):
-            for n, question in COMPARATIVE_BY_COLLECTIONS.items():
-                out[n].append(await measure_one(lab, client, base, "comparative", question))
-            print(f"  speedup ({label}): round {i + 1}/{runs}", flush=True)
+            for n in out:
+                out[n].append(await measure_one(lab, client, base, "comparative", COMPARATIVE_BY_COLLECTIONS[n]))
+            print(f"  comparative ({label}): round {i + 1}/{runs}", flush=True)
     return out
 
 

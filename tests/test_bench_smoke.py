@@ -90,6 +90,11 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
         assert "- Cores: in sections 1–4 and in the sequential part of section 8 the service" in report
     assert "overhead p50, cores shared" in report and "| factual |" in report.split("cores shared", 1)[1]
     assert_relay_section(report)
+    # a comparison's sides: every side's call in flight at once, or one at a time with LLM_MAX_CONCURRENCY=1
+    side_row = r"^\| {} \| {} \| 1 \| \d+ \| \d+ \| \d\.\d\d \| \d\.\d\d \| {} \| \d+ \|$"
+    assert re.search(side_row.format("at once", 2, 2), report, re.M)
+    assert re.search(side_row.format("at once", 4, 4), report, re.M)
+    assert re.search(side_row.format("one by one", 4, 1), report, re.M)
     # the sweep's p95 keeps its numbers but has no target any more, and the report says why
     assert "The p95 latency has no target any more" in report
     assert not re.search(r"^\|[^|\n]*p95 latency \|", report, re.M)

@@ -28,9 +28,11 @@ MARKERS = {
     "translate": "Vertaal elke zoekvraag hieronder",
     "summarize": "Antwoord uitsluitend met JSON",
     "synthesize": "Je bent NEO NL",
+    "synthesize_side": "Bronnen van IAEA:",  # a comparison's second side, generated while the first streams
 }
 QUESTIONS = {"route": TORN, "decompose": COMPARATIVE, "condense": COMPARATIVE, "judge": COMPARATIVE,
-             "translate": COMPARATIVE, "summarize": QUESTION, "synthesize": QUESTION}
+             "translate": COMPARATIVE, "summarize": QUESTION, "synthesize": QUESTION,
+             "synthesize_side": COMPARATIVE}
 FAULTS = {
     "500": Reply(status=500),
     "429": Reply(status=429, headers={"Retry-After": "0"}),
@@ -92,7 +94,7 @@ def faulty(service, fake_llm: FakeLLM):
 @pytest.mark.parametrize("fault", list(FAULTS))
 @pytest.mark.parametrize("phase", list(MARKERS))
 def test_upstream_fault_in_every_phase(faulty, fake_llm: FakeLLM, phase: str, fault: str) -> None:
-    if fault == "bad_json" and phase == "synthesize":
+    if fault == "bad_json" and phase.startswith("synthesize"):
         pytest.skip("the answer is free text: there is no JSON to break")
     base, baseline = faulty
     fake_llm.when_contains(MARKERS[phase], FAULTS[fault])
@@ -108,12 +110,12 @@ def test_upstream_fault_in_every_phase(faulty, fake_llm: FakeLLM, phase: str, fa
     assert answer.strip()
     if fault == "bad_json":  # the model answered, unusably: said so, and only that step went without it
         honest = "Onbruikbaar antwoord van het taalmodel" in think and "niet bereikbaar" not in think
-    elif phase == "synthesize":
+    elif phase.startswith("synthesize"):  # the second side: the first side's text, then the honest end
         honest = "afgebroken" in answer or "taalmodel was niet beschikbaar" in answer
     else:
         honest = "Taalmodel niet bereikbaar" in think and "Onbruikbaar" not in think
     assert honest, (phase, fault, think[-400:], answer[:300])
-    if phase != "synthesize":  # one step fell back; the answer is still the model's
+    if not phase.startswith("synthesize"):  # one step fell back; the answer is still the model's
         assert "extractief" not in answer
     assert fake_llm.wait_idle_sync(2.0)
     assert settle(base, baseline) <= baseline  # no leaked asyncio tasks
@@ -171,7 +173,7 @@ def test_document_server_killed_mid_request(service, slow_docs) -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("phase", ["route", "decompose", "condense", "synthesize"])
+@pytest.mark.parametrize("phase", ["route", "decompose", "condense", "synthesize", "synthesize_side"])
 async def test_disconnect_in_any_phase_cancels_upstream_within_a_second(service, fake_llm: FakeLLM, phase) -> None:
     fake_llm.when_contains(MARKERS[phase], Reply(fault="hang"))
     good_script(fake_llm, skip=phase)

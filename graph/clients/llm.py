@@ -134,6 +134,7 @@ class LLMClient:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.max_concurrency = max_concurrency  # requests in flight at once (a comparison's sides run together when > 1)
         self._gate = asyncio.Semaphore(max_concurrency)
         self.structured: dict[str, StructuredMode] = {}  # model -> the structured mode it was seen to accept
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -29,6 +29,7 @@ from graph.answer.events import (
 )
 from graph.answer.ledger import Ledger, answer_order, cut_at_word, fence_rule, page_label
 from graph.clients.llm import LLMError, StreamEnd
+from graph.clients.prefetch import Prefetched
 from graph.config import PipelineConfig
 from graph.context import Context
 from graph.glossary import Glossary
@@ -259,28 +260,39 @@ def prompt_lines(ctx: Context, name: str, question: str, **values: object) -> li
             rule.replace(messages.line("fence_data", ctx.language), "[…]")]
 
 
+def answer_tokens(ctx: Context, max_tokens: int) -> int:
+    """An answer call's `max_tokens`: the pipeline's, or the caller's `max_tokens` when smaller."""
+    return min(max_tokens, ctx.answer.max_tokens) if ctx.answer.max_tokens else max_tokens
+
+
+def answer_prompt(system: str, user: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
 async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str, max_tokens: int,
-                      heading: str = "", echo: list[str] | None = None, step: str = "synthesize") -> Usage:
+                      heading: str = "", echo: list[str] | None = None, step: str = "synthesize",
+                      call: Prefetched | None = None) -> Usage:
     """One streamed model call written into the answer as it arrives (cut when the model loops or starts a
     sources list of its own, `SourceListGate`; lines copied from its prompt, `echo`, dropped); `heading` (the
-    service's text) goes out with the first piece, so a call that fails at once has written nothing."""
+    service's text) goes out with the first piece, so a call that fails at once has written nothing. `call`:
+    the same call already started (`Prefetched`, a comparison's later side), read instead of starting one."""
     assert ctx.llm is not None
     usage = Usage()
     answer.echo.expect(echo or [])
     answer.step = step  # `answer.close()` reports the echo guard's verdicts on this call
-    prompt = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    max_tokens = answer_tokens(ctx, max_tokens)
 
     def stop(text: str) -> bool:
         return answer.gate.closed or repeating(text)
 
-    if ctx.answer.max_tokens:
-        max_tokens = min(max_tokens, ctx.answer.max_tokens)
     started = time.perf_counter()
-    async for piece in ctx.llm.stream(prompt, max_tokens=max_tokens, stop=stop, sampling=ctx.answer.sampling()):
+    pieces = call.pieces() if call is not None else ctx.llm.stream(
+        answer_prompt(system, user), max_tokens=max_tokens, stop=stop, sampling=ctx.answer.sampling())
+    async for piece in pieces:
         if isinstance(piece, StreamEnd):
             usage = piece.usage
-            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls, "synthesize",
-                            time.perf_counter() - started))
+            seconds = call.seconds if call is not None else time.perf_counter() - started
+            emit(UsageEvent(usage.prompt_tokens, usage.completion_tokens, usage.calls, "synthesize", seconds))
             if piece.finish_reason == "length" and max_tokens == ctx.answer.max_tokens:
                 emit(AnswerCut())
             continue
@@ -288,6 +300,8 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
             answer.write(heading, check=False)
             heading = ""
         answer.write(piece)
+        if call is not None and answer.gate.closed:
+            call.cut()  # as `stop` cuts a direct call
     return usage
 
 
@@ -324,16 +338,17 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
 
     Why: given all passages of a comparison at once, the local 1.5B model (`make llm`) wrote answers without
     a single `[n]`, cited one organisation's passage for both sides, or looped; side by side it cites each side
-    (tests/llm). It costs one short call per side plus the contrast (3 over two collections, 5 over four)."""
+    (tests/llm). It costs one short call per side plus the contrast. When the upstream takes more than one
+    request at a time (`LLM_MAX_CONCURRENCY` > 1) every side is generated at once: the first streams live, the
+    others are read from their `Prefetched` calls in order as the side before them ends, so the answer waits
+    for about two calls (the longest side and the contrast) instead of one per side plus one."""
     language, question = ctx.language, state["question"]
     instructions = instructions_line(state, language)
     system = system_prompt(ctx, ledger, "")
-    usage, written = Usage(), []
+    tokens = answer_tokens(ctx, ctx.config.answer_max_tokens // 3)
+    prompts = []
     for collection, numbers in sides.items():
         name = ctx.display(collection)
-        heading = ("\n\n" if written else "") + f"**{name}**\n\n"
-        answer.citer = citer_for(ledger, numbers, ctx)
-        start = len(answer.text) + len(heading)  # the heading goes out with the first piece
         # MODEL_CONDENSE's facts, if any, that cite one of this side's documents (through any of its chunks)
         facts = [f for f in state["facts"] if any(ledger.number(i) in numbers for i in f.evidence_ids)]
         user = ctx.prompts.render("synthesize_side", language, question=question, source=name,
@@ -342,18 +357,32 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
                                   example=numbers[0], instructions=instructions)
         echo = prompt_lines(ctx, "synthesize_side", question, source=name, example=numbers[0],
                             instructions=instructions)
-        usage += await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo,
-                                   "synthesize_side")
-        answer.close()
-        written.append(f"{name}: {answer.filter.to_ledger_numbers(answer.text[start:].strip())}")
+        prompts.append((name, numbers, user, echo))
+    assert ctx.llm is not None
+    calls: list[Prefetched | None] = [None] * len(prompts)
+    if ctx.llm.max_concurrency > 1:  # the first side is started by its reader, before any of these runs
+        calls[1:] = [Prefetched(ctx.llm, answer_prompt(system, user), max_tokens=tokens, stop=repeating,
+                                sampling=ctx.answer.sampling()) for _, _, user, _ in prompts[1:]]
+    usage, written = Usage(), []
+    try:
+        for (name, numbers, user, echo), call in zip(prompts, calls, strict=True):
+            heading = ("\n\n" if written else "") + f"**{name}**\n\n"
+            answer.citer = citer_for(ledger, numbers, ctx)
+            start = len(answer.text) + len(heading)  # the heading goes out with the first piece
+            usage += await stream_into(answer, ctx, system, user, tokens, heading, echo, "synthesize_side", call)
+            answer.close()
+            written.append(f"{name}: {answer.filter.to_ledger_numbers(answer.text[start:].strip())}")
+    finally:  # a side failed (the answer ends there, as without prefetching) or the request is gone
+        for call in calls:
+            if call is not None:
+                call.cancel()
     answer.citer = citer_for(ledger, [n for numbers in sides.values() for n in numbers], ctx)
     heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
     names = ", ".join(ctx.display(c) for c in sides)
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
                               names=names, instructions=instructions)
     echo = prompt_lines(ctx, "synthesize_contrast", question, names=names, instructions=instructions)
-    return usage + await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens // 3, heading, echo,
-                                     "synthesize_contrast")
+    return usage + await stream_into(answer, ctx, system, user, tokens, heading, echo, "synthesize_contrast")
 
 
 def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter | None:
