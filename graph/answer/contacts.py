@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import cached_property
 
 from graph.models import Evidence
 
@@ -23,6 +24,8 @@ _PHONE = re.compile(r"(?<![\w+])\+?\d[\d ()./-]{7,}\d(?!\w)")
 _PHONE_TAIL = re.compile(r"(?<![\w+])\+?\d[\d ()./-]*$")
 _LAST_WORD = re.compile(r"\S*$")
 _MARK = re.compile(r"«/?[0-9a-f]{4}»")
+# what every match of the patterns above holds (a superset: a text without it has nothing to scrub)
+_MAYBE = re.compile(r"[@«]|https?://|www\.|[a-z0-9-]\.[a-z]|\d[\d ()./-]{7,}\d", re.IGNORECASE)
 _TRAILING = ".,;:!?)'\"/"
 MIN_PHONE_DIGITS, MAX_HELD = 9, 300
 
@@ -45,13 +48,23 @@ class Allowed:
     addresses and phone numbers (compared by their last nine digits: "+31 70 …" is "070 …")."""
 
     def __init__(self, evidence: Iterable[Evidence]) -> None:
-        texts = []
-        for e in evidence:
-            texts += [e.text, e.url, e.title]
-        blob = "\n".join(texts)
-        self.urls = {_url_key(m) for m in _URL_WITH_SCHEME.findall(blob) + _BARE_DOMAIN.findall(blob)}
-        self.emails = {m.lower() for m in _EMAIL.findall(blob)}
-        self.phones = {_digits(m)[-9:] for m in _PHONE.findall(blob) if _phone(m)}
+        self._evidence = list(evidence)  # read only when an answer holds something like an address (most do not)
+
+    @cached_property
+    def _blob(self) -> str:
+        return "\n".join(part for e in self._evidence for part in (e.text, e.url, e.title))
+
+    @cached_property
+    def urls(self) -> set[str]:
+        return {_url_key(m) for m in _URL_WITH_SCHEME.findall(self._blob) + _BARE_DOMAIN.findall(self._blob)}
+
+    @cached_property
+    def emails(self) -> set[str]:
+        return {m.lower() for m in _EMAIL.findall(self._blob)}
+
+    @cached_property
+    def phones(self) -> set[str]:
+        return {_digits(m)[-9:] for m in _PHONE.findall(self._blob) if _phone(m)}
 
     def url(self, url: str) -> bool:
         key = _url_key(url)
@@ -77,6 +90,8 @@ def scrub(text: str, allowed: Allowed, removed: str) -> tuple[str, int]:
         tail = len(found) - len(found.rstrip(_TRAILING))  # sentence punctuation after an address stays
         return removed + (found[len(found) - tail:] if tail else "")
 
+    if not _MAYBE.search(text):  # nothing an address (or a passage mark) could start with: the common case
+        return text, 0
     text = _MARK.sub("", text)
     text = _EMAIL.sub(lambda m: check(allowed.email(m.group(0)), m), text)
     text = _URL_WITH_SCHEME.sub(lambda m: check(allowed.url(m.group(0)), m), text)

@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from typing import NamedTuple
 
 from graph.answer import messages
 from graph.answer.ledger import Ledger, answer_order
@@ -314,6 +315,7 @@ def _title_words(core: str) -> tuple[frozenset[str], ...]:
     return tuple(analyze(core))
 
 
+@lru_cache(maxsize=4096)  # pairs of passages compare the same titles over and over (`ranked_pairs`)
 def title_core(title: str) -> str:
     """A title as a question would name it: unqualified, lower case."""
     return unqualified(title).lower()
@@ -331,33 +333,54 @@ def link_strength(a: Evidence, b: Evidence) -> float:
     """How plainly passage `a` names the document passage `b` is from: 1.0 when its text holds b's title
     (without qualifier) in full, else the share of the title's words it holds, when the title has two or more
     ("Manchester United F.C. in European football" from a passage on Old Trafford). 0 within one document."""
-    if a.doc_id == b.doc_id:
-        return 0.0
-    name = title_core(b.title)
-    if len(name) > 3 and name in a.text.lower():
+    return 0.0 if a.doc_id == b.doc_id else _names_share(a.text, b.title)
+
+
+@lru_cache(maxsize=65536)  # `ranked_pairs` reads each pair both ways, and runs in selection and in synthesis
+def _names_share(text: str, title: str) -> float:
+    name = title_core(title)
+    if len(name) > 3 and name in text.lower():
         return 1.0
     words = _title_words(name)
     if len(words) < 2:
         return 0.0
-    have = stems_of(a.text)
+    have = stems_of(text)
     return sum(bool(w & have) for w in words) / len(words)
 
 
+class _Side(NamedTuple):
+    """What `_linked` reads of a passage, read once per question (`ranked_pairs` compares every pair)."""
+
+    doc: str
+    core: str  # `title_core`
+    named: bool  # `names_title`: the question names its document
+    text: str
+    title: str
+
+
+def _side(e: Evidence, question: str) -> _Side:
+    return _Side(e.doc_id, title_core(e.title), names_title(e.title, question), e.text, e.title)
+
+
 def _link(a: Evidence, b: Evidence, question: str) -> float:
-    """How strongly two passages belong together for a question: each is about a different thing the question
-    names (a comparison: 1.0), or one names the document of the other (a bridge: `link_strength`, either way,
-    counted from `LINK_MIN`); 0 otherwise."""
-    if a.doc_id == b.doc_id:
+    """How strongly two passages belong together for a question (`_linked`)."""
+    return _linked(_side(a, question), _side(b, question))
+
+
+def _linked(a: _Side, b: _Side) -> float:
+    """How strongly two passages belong together: each is about a different thing the question names (a
+    comparison: 1.0), or one names the document of the other (a bridge: `link_strength`, either way, counted
+    from `LINK_MIN`); 0 otherwise."""
+    if a.doc == b.doc:
         return 0.0
-    one, other = title_core(a.title), title_core(b.title)
-    if one in other or other in one:  # "Fall River" and "Fall River (Idaho)": one name, not a bridge
+    if a.core in b.core or b.core in a.core:  # "Fall River" and "Fall River (Idaho)": one name, not a bridge
         return 0.0
-    names_a, names_b = names_title(a.title, question), names_title(b.title, question)
-    if names_a and names_b:
+    if a.named and b.named:
         return 1.0
     # the bridge: a passage names the document of the other, which the question does not name (tuning half: this
     # reading of "names" beats the title held in any case, 0.745 to 0.739)
-    strength = max(link_strength(a, b) if not names_b else 0.0, link_strength(b, a) if not names_a else 0.0)
+    strength = max(_names_share(a.text, b.title) if not b.named else 0.0,
+                   _names_share(b.text, a.title) if not a.named else 0.0)
     return strength if strength >= LINK_MIN else 0.0
 
 
@@ -374,14 +397,15 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
     hits = [frozenset(k for k, t in enumerate(query) if t & s) for s in stems]
     order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
     scored: list[tuple[float, float, tuple[int, int]]] = []
-    named = [names_title(e.title, question) for e in ledger]
+    sides = [_side(e, question) for e in ledger]
+    named = [side.named for side in sides]
     for i in order[:PAIR_FIRST]:
         if not hits[i]:
             continue
         for j in order:
-            if j == i or ledger[i].doc_id == ledger[j].doc_id:
+            if j == i or sides[i].doc == sides[j].doc:
                 continue
-            link = _link(ledger[i], ledger[j], question)
+            link = _linked(sides[i], sides[j])
             if not link:
                 continue
             union = hits[i] | hits[j]
