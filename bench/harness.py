@@ -100,7 +100,8 @@ AGENT_FACTS = json.dumps({"facts": [
     {"fact": "Deze bron stelt eisen aan veiligheidscultuur en leiderschap.", "sources": [1]},
     {"fact": "De eisen worden periodiek geëvalueerd.", "sources": [2]},
 ]}, ensure_ascii=False)
-# About 100 tokens: an answer of a few paragraphs streams for about a second at 10 ms per token.
+# About 200 tokens (the answer size the relay target of issue 36 names): two paragraphs stream for about two
+# seconds at 10 ms per token.
 ANSWER = (
     "Op basis van de gevonden passages is het antwoord als volgt samen te vatten [1]. "
     "De geraadpleegde documenten beschrijven de eisen, de termijnen en de verantwoordelijkheden van de "
@@ -110,7 +111,15 @@ ANSWER = (
     "De toezichthouder beoordeelt dit periodiek en kan aanvullende maatregelen opleggen wanneer dat nodig is [3]. "
     "Internationale normen vormen daarbij het referentiekader, terwijl de Nederlandse wetgeving de juridisch "
     "bindende regels bevat [2]. "
-    "Waar de bronnen geen uitsluitsel geven, wordt dat hieronder vermeld."
+    "Waar de bronnen geen uitsluitsel geven, wordt dat hieronder vermeld.\n\n"
+    "Voor de praktijk betekent dit dat een aanvraag pas volledig is wanneer de veiligheidsanalyse, de "
+    "beschrijving van de organisatie en het plan voor de ontmanteling samen zijn ingediend [1]. "
+    "De toezichthouder toetst die stukken aan de algemene regels en aan de voorschriften die voor de installatie "
+    "gelden, en legt de uitkomst vast in een besluit dat openbaar wordt gemaakt [3]. "
+    "Tegen dat besluit staan bezwaar en beroep open voor belanghebbenden, binnen de termijnen die de wet "
+    "daarvoor stelt [2]. "
+    "Bij een wijziging van de installatie of van de organisatie moet de vergunninghouder opnieuw aantonen dat de "
+    "veiligheid gewaarborgd blijft, en soms is daarvoor een nieuwe vergunning nodig [1]."
 )
 
 

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from app.settings import ROOT, Settings
+from graph.answer.answer_stream import AnswerStream
 from graph.answer.ledger import CitationFilter, Ledger, clean_citations, page_label, pages_read
 from graph.answer.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
 from graph.clients.mcp_client import ToolOutput, parse_document_list, to_evidence
@@ -70,6 +71,52 @@ def test_citation_filter_streams_split_markers() -> None:
     f = CitationFilter(3)
     out = "".join(f.feed(p) for p in ["feit [", "1", "] en [", "7] slot [2"]) + f.flush()
     assert out == "feit [1] en  slot [2" and f.cited == [1]
+
+
+# a model's answer as tokens: a split marker, an address no source holds, and a sources list of its own
+_TOKENS = ["De ", "vergunning ", "vervalt ", "in ", "2033 ", "[", "1", "]", ". ", "Meld ", "het ", "op ",
+           "https://", "evil.", "example", "/x ", "nu", ".\n\n", "Bronnen", ":\n", "[1] ", "Kernenergiewet"]
+
+
+async def _streamed(interval_s: float, pause_s: float) -> tuple[AnswerStream, str]:
+    """The tokens written into an answer inside a one-node graph (where `emit` reaches a stream), `pause_s` apart;
+    the answer and the text its `AnswerDelta` events carried."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    from graph.answer.contacts import Allowed, ContactFilter
+    from graph.answer.events import AnswerDelta
+
+    sources = [Evidence(id="a/1#0", collection="a", doc_id="1", title="T", text="De vergunning vervalt in 2033.")]
+    answer = AnswerStream(CitationFilter(1), "Je bent NEO NL, een assistent.", interval_s,
+                          contacts=ContactFilter(Allowed(sources), "[X]"))
+
+    class Nothing(TypedDict):
+        done: bool
+
+    async def write(_: Nothing) -> dict:
+        for token in _TOKENS:
+            answer.write(token)
+            await asyncio.sleep(pause_s)
+        answer.close()
+        answer.finish()
+        return {"done": True}
+
+    graph = StateGraph(Nothing).add_node("write", write).add_edge(START, "write").add_edge("write", END).compile()
+    sent = [e.text async for e in graph.astream({"done": False}, stream_mode="custom") if isinstance(e, AnswerDelta)]
+    return answer, "".join(sent)
+
+
+@pytest.mark.asyncio
+async def test_answer_filters_run_once_per_interval_with_the_same_text() -> None:
+    """With a stream interval the model's tokens go through the filters together, about once per interval,
+    and the text that comes out is the text token by token gives."""
+    one_by_one, sent_one = await _streamed(0.0, 0.0)
+    batched, sent = await _streamed(0.05, 0.005)
+    assert sent == sent_one == batched.text == one_by_one.text == "De vergunning vervalt in 2033 [1]. Meld het op [X] nu.\n\n"
+    assert len(batched.parts) < len(one_by_one.parts) / 2  # fewer, larger pieces through the filters
+    assert batched.gate.lists == 1 and batched.answered
 
 
 @pytest.mark.parametrize(

@@ -282,14 +282,47 @@ class AnswerStream:
         self._held: list[str] = []
         self._sent_at = float("-inf")  # loop.time() of the last send
         self._timer: asyncio.TimerHandle | None = None
+        self._pending: list[str] = []  # model text waiting for the filters (`write`)
+        self._filtered_at = float("-inf")  # loop.time() of the filters' last run
+        self._filter_timer: asyncio.TimerHandle | None = None
 
     def write(self, text: str, *, check: bool = True) -> None:
-        """Model text (`check`: through both filters) or the service's own text (`check=False`)."""
+        """Model text (`check`: through the filters) or the service's own text (`check=False`).
+
+        With an `interval_s`, model text that arrives within the interval after the filters last ran waits and
+        goes through them together (a timer runs them at the interval's end): the filters run about once per
+        interval instead of once per token, and what they let through is sent once per interval anyway. The
+        first piece after a pause goes through at once."""
         if not check:
+            self.settle()  # the model's text written before the service's goes out before it
             self._add(text, model=False)
             return
         self.raw.append(text)
+        if self.interval_s <= 0:
+            self._filter(text)
+            return
+        self._pending.append(text)
+        if self._filter_timer is None:
+            loop = asyncio.get_running_loop()
+            wait = self._filtered_at + self.interval_s - loop.time()
+            if wait <= 0:
+                self.settle()
+            else:  # the callback runs in this task's context, where emit() reaches the stream
+                self._filter_timer = loop.call_later(wait, self.settle)
+
+    def _filter(self, text: str) -> None:
         self._add(self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self._scrub(self.leak.feed(text)))))), model=True)
+
+    def settle(self) -> None:
+        """Model text waiting for the filters goes through them now."""
+        if self._filter_timer is not None:
+            self._filter_timer.cancel()
+            self._filter_timer = None
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            self._filtered_at = asyncio.get_running_loop().time()
+            self._filter(text)
 
     def _add(self, out: str, *, model: bool) -> None:
         """Text past the filters (`model`: the model's, which counts as `answered`), sent or held for the timer."""
@@ -327,6 +360,7 @@ class AnswerStream:
 
     def close(self) -> None:
         """The end of the model's text: what the filters still hold for a possible marker or prompt line."""
+        self.settle()
         text = self.gate.feed(self.echo.feed(self._scrub(self.leak.flush(), end=True)) + self.echo.flush())
         text = self._cite(text + self.gate.flush())
         text += self.citer.flush() if self.citer else ""
@@ -343,13 +377,15 @@ class AnswerStream:
         return "list" if self.gate.lists else "echo" if self.echo.echoed else "empty"
 
     def finish(self) -> None:
+        self.settle()
         self.cancel()
         self._flush()
 
     def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._filter_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._filter_timer = None
 
     @property
     def text(self) -> str:

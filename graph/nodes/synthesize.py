@@ -445,6 +445,7 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
                          messages.line(f"llm_no_answer_{answer.unanswered}", language))
                 banner = messages.line("no_answer_banner", language)
         except LLMError as exc:
+            answer.settle()  # what the model wrote before the failure, through the filters
             if answer.parts:
                 degrade("llm")
                 answer.close()
