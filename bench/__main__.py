@@ -24,6 +24,7 @@ from typing import Any
 
 from bench import scale, scenarios
 from bench.harness import (
+    LLM_MAX_CONCURRENCY,
     ROOT,
     TOKEN_DELAY_S,
     TTFT_S,
@@ -166,7 +167,7 @@ async def _speedup(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Name
 async def _sides(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
     """section 3b: a comparison's sides written at once (LLM_MAX_CONCURRENCY 512) and one by one (1)"""
     data["sides"] = {}
-    for label, slots in (("at once", scenarios.LLM_SLOTS), ("one by one", 1)):
+    for label, slots in (("at once", LLM_MAX_CONCURRENCY), ("one by one", 1)):
         with section(data, f"Comparison sides, {label} (section 3b)"):
             proc, base = lab.service(f"service-sides-{slots}", LLM_MAX_CONCURRENCY=slots)
             with lab.isolated(proc):

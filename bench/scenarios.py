@@ -25,7 +25,6 @@ import httpx
 
 from bench.harness import (
     ANSWER,
-    LLM_MAX_CONCURRENCY,
     Proc,
     Run,
     Upstream,
@@ -59,7 +58,6 @@ COMPARATIVE_BY_COLLECTIONS = {
     4: "Hoe verschillen ANVS, IAEA, de wet en security eisen voor veiligheidscultuur?",
 }
 SIDES = (2, 4)  # section 3b: comparisons over this many collections
-LLM_SLOTS = LLM_MAX_CONCURRENCY  # section 3b: the upstream takes this many requests at once (and then 1)
 _tenants = itertools.count(1)
 
 

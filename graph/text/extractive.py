@@ -329,15 +329,11 @@ PARTNER_MARGIN = 0.3  # tuning half, both gold in a prompt / documents in it: 0.
 LINK_POWER = 3  # tuning half: a partial link counts as its strength cubed (pair right 0.711 -> 0.725; squared 0.719)
 
 
-def link_strength(a: Evidence, b: Evidence) -> float:
-    """How plainly passage `a` names the document passage `b` is from: 1.0 when its text holds b's title
-    (without qualifier) in full, else the share of the title's words it holds, when the title has two or more
-    ("Manchester United F.C. in European football" from a passage on Old Trafford). 0 within one document."""
-    return 0.0 if a.doc_id == b.doc_id else _names_share(a.text, b.title)
-
-
 @lru_cache(maxsize=65536)  # `ranked_pairs` reads each pair both ways, and runs in selection and in synthesis
 def _names_share(text: str, title: str) -> float:
+    """How plainly a passage's `text` names the document `title` is the title of: 1.0 when it holds the title
+    (without qualifier) in full, else the share of the title's words it holds, when the title has two or more
+    ("Manchester United F.C. in European football" from a passage on Old Trafford)."""
     name = title_core(title)
     if len(name) > 3 and name in text.lower():
         return 1.0
@@ -369,7 +365,7 @@ def _link(a: Evidence, b: Evidence, question: str) -> float:
 
 def _linked(a: _Side, b: _Side) -> float:
     """How strongly two passages belong together: each is about a different thing the question names (a
-    comparison: 1.0), or one names the document of the other (a bridge: `link_strength`, either way, counted
+    comparison: 1.0), or one names the document of the other (a bridge: `_names_share`, either way, counted
     from `LINK_MIN`); 0 otherwise."""
     if a.doc == b.doc:
         return 0.0
@@ -398,7 +394,6 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
     order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
     scored: list[tuple[float, float, tuple[int, int]]] = []
     sides = [_side(e, question) for e in ledger]
-    named = [side.named for side in sides]
     for i in order[:PAIR_FIRST]:
         if not hits[i]:
             continue
@@ -412,7 +407,7 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
             # a partial link (three of the four words of "Nevada Union High School" in a passage on another
             # school in Nevada) is weak evidence of a bridge: it counts far less than a title named in full
             link = link ** LINK_POWER
-            score = sum(weight[k] for k in union) / total + LINK_WEIGHT * (link + NAMED_WEIGHT * (named[i] and named[j]))
+            score = sum(weight[k] for k in union) / total + LINK_WEIGHT * (link + NAMED_WEIGHT * (sides[i].named and sides[j].named))
             scored.append((score, len(union) / len(query), (i, j)))
     scored.sort(key=lambda t: -t[0])  # stable: of equal pairs, the one whose first passage covers more
     return scored
