@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from graph.answer.events import ThoughtEvent
+from graph.answer.events import ThoughtEvent, send_to
 from graph.context import AnswerOptions, Context
 from graph.loop import Loop
 from graph.models import Turn, Usage
@@ -66,15 +66,12 @@ async def run_pipeline(
     timings = NodeTimings()
 
     async def pump() -> None:
+        send_to(queue)  # the thought events the nodes emit, in this task's context and its node tasks'
         try:
-            # "custom": the thought events the nodes emit; "tasks" marks node starts and ends, which gives the
-            # per-node timings for the log
+            # "tasks" marks node starts and ends, which gives the per-node timings for the log
             config = {"max_concurrency": max_concurrency, "recursion_limit": 50}
-            async for mode, chunk in graph.astream(state, config, context=context, stream_mode=["custom", "tasks"]):
-                if mode == "custom":
-                    queue.put_nowait(chunk)
-                else:
-                    timings.observe(chunk)
+            async for chunk in graph.astream(state, config, context=context, stream_mode="tasks"):
+                timings.observe(chunk)
             queue.put_nowait(_END)
             log.info("pipeline finished", extra={"node_seconds": timings.summary()})
         except Exception as exc:  # handed to the consumer, which decides how to report it

@@ -119,6 +119,38 @@ async def test_answer_filters_run_once_per_interval_with_the_same_text() -> None
     assert batched.gate.lists == 1 and batched.answered
 
 
+@pytest.mark.asyncio
+async def test_events_reach_run_pipeline_from_async_and_sync_nodes_in_order() -> None:
+    """`run_pipeline` takes the nodes' events straight from them (`send_to`), not through LangGraph's custom
+    stream: an async node's events and a sync node's (LangGraph runs it in a worker thread), in the order the
+    nodes emitted them; and the graph run without `run_pipeline` still streams them the LangGraph way."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    from graph.answer.events import Step, emit
+    from graph.runner import run_pipeline
+
+    class Nothing(TypedDict):
+        done: bool
+
+    async def first(_: Nothing) -> dict:
+        emit(Step("een"))
+        await asyncio.sleep(0)
+        emit(Step("twee"))
+        return {"done": False}
+
+    def second(_: Nothing) -> dict:  # a plain def: run in LangGraph's thread pool
+        emit(Step("drie"))
+        return {"done": True}
+
+    graph = (StateGraph(Nothing).add_node("first", first).add_node("second", second).add_edge(START, "first")
+             .add_edge("first", "second").add_edge("second", END).compile())
+    lines = ["een", "twee", "drie"]
+    assert [e.text async for e in run_pipeline(graph, {"done": False}, None)] == lines  # type: ignore[arg-type]
+    assert [e.text async for e in graph.astream({"done": False}, stream_mode="custom")] == lines
+
+
 @pytest.mark.parametrize(
     ("question", "kind", "collections"),
     [

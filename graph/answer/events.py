@@ -1,4 +1,5 @@
-"""Typed thought events. Nodes emit these through LangGraph's custom stream; the HTTP edge renders them.
+"""Typed thought events. Nodes `emit` them to the run's consumer (`graph.runner.run_pipeline`, or LangGraph's
+custom stream when the graph runs without it); the HTTP edge renders them.
 
 Nodes never format SSE or protocol text: a `Step` is a curated, user-facing progress line in the
 user's language, never a prompt, JSON or raw model output.
@@ -6,6 +7,10 @@ user's language, never a prompt, JSON or raw model output.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -144,9 +149,35 @@ ThoughtEvent = (Step | SubAgentStatus | SourceFound | AnswerDelta | AnswerCut | 
                 | LLMFallback | Unsupported | InstructionsIgnored | Finished | Searched | EchoVerdicts)
 
 
+Sink = Callable[[ThoughtEvent], None]
+_sink: ContextVar[Sink | None] = ContextVar("thought_sink", default=None)
+
+
 def emit(event: ThoughtEvent) -> None:
-    """Send an event to the stream of the running graph (a no-op outside a streaming run)."""
-    get_stream_writer()(event)
+    """Send an event to the consumer of the running graph: the sink `run_pipeline` set for its run (`send_to`), or
+    else LangGraph's custom stream (a no-op outside a streaming run)."""
+    sink = _sink.get()
+    if sink is not None:
+        sink(event)
+    else:
+        get_stream_writer()(event)
+
+
+def send_to(queue: asyncio.Queue) -> None:
+    """From here on, in this task and the tasks it starts (the graph's node tasks copy its context), events go
+    straight into `queue`. LangGraph's custom stream hands every chunk over with `call_soon_threadsafe` (a wake-up
+    of the event loop through its self-pipe, then one more task hop to the stream's reader): at one event per
+    stream interval and per progress line that was a tenth of the event loop's work for a streamed answer. An
+    event emitted from a worker thread (a sync node) is still handed over thread-safely."""
+    loop, owner = asyncio.get_running_loop(), threading.get_ident()
+
+    def put(event: ThoughtEvent) -> None:
+        if threading.get_ident() == owner:
+            queue.put_nowait(event)
+        else:
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+
+    _sink.set(put)
 
 
 def degrade(reason: str, line: str | None = None) -> None:

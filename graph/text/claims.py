@@ -37,15 +37,11 @@ def high_stakes_question(question: str) -> bool:
     return bool(_HIGH_STAKES.search(question))
 
 
-def _stems(text: str) -> set[str]:
-    return {s for group in analyze(text) for s in group if len(s) > 3}
-
-
-@lru_cache(maxsize=512)
-def _source_stems(text: str) -> frozenset[str]:
-    """Stems of one evidence text: every answer sentence that cites it compares against them (analysing a
-    passage per citing sentence was the claim check's whole cost)."""
-    return frozenset(_stems(text))
+@lru_cache(maxsize=2048)
+def _stems(text: str) -> frozenset[str]:
+    """Content stems of a text. Cached: a passage is compared with every answer sentence that cites it, and an
+    answer sentence is read by the citer while it streams and again by the claim check at the end."""
+    return frozenset(s for group in analyze(text) for s in group if len(s) > 3)
 
 
 def claim_sentences(answer: str) -> list[str]:
@@ -65,7 +61,7 @@ def _words_found(claim: str, sources: tuple[str, ...] | list[str], threshold: fl
     words = _stems(claim)
     if not words:
         return True
-    known = frozenset().union(*(_source_stems(source) for source in sources))
+    known = frozenset().union(*(_stems(source) for source in sources))
     return len(words & known) / len(words) >= threshold
 
 
@@ -120,7 +116,7 @@ def best_sources(sentence: str, ledger: list[Evidence], language: Language,
         return ()
     best, best_share = (), 0.0
     for n, e in enumerate(ledger, 1):  # the first of equally good passages wins
-        share = len(words & _source_stems(e.text)) / len(words)
+        share = len(words & _stems(e.text)) / len(words)
         if share >= threshold and share > best_share and sentence_supported(sentence, [e], language, display):
             best, best_share = (n,), share
     if best:
@@ -131,7 +127,7 @@ def best_sources(sentence: str, ledger: list[Evidence], language: Language,
         a, b = ledger[i], ledger[j]
         if a.collection != b.collection and names & _organisations(a, b, display):
             continue  # "The IAEA requires X [1][2]" with X from the other organisation's passage: misattributed
-        own_a, own_b = _source_stems(a.text), _source_stems(b.text)
+        own_a, own_b = _stems(a.text), _stems(b.text)
         share = len(words & (own_a | own_b)) / len(words)
         if share < threshold or share <= best_share:
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from graph.models import Language
 
@@ -19,7 +20,9 @@ _EN = set(
 _WORD = re.compile(r"[a-zA-Zà-ÿ]+")
 
 
+@lru_cache(maxsize=2048)
 def detect_language(text: str, default: Language = "nl") -> Language:
+    """Cached: the claim check asks it of the same passages for every sentence that cites them."""
     words = [w.lower() for w in _WORD.findall(text)]
     nl = sum(w in _NL for w in words)
     en = sum(w in _EN for w in words)
