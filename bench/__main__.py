@@ -183,6 +183,13 @@ async def _relay(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namesp
     data["meta"]["cpu_split"] = data["relay"].pop("cpu_split")  # the same split as the latency part's
 
 
+async def _profile(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 8b: where the CPU of a streamed answer goes (py-spy), service and bare relay"""
+    with section(data, "Where the CPU goes, py-spy (section 8b)"):
+        data["profile"] = await scenarios.cpu_profile(lab, args.runs, sizes["relay_streams"],
+                                                      sizes["relay_streams"] * sizes["relay_rounds"] * 2)
+
+
 async def _mcp(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
     """section 6: MCP session reuse"""
     with section(data, "MCP session reuse (section 6)"):
@@ -228,8 +235,8 @@ async def _scale(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namesp
 
 
 # --only's names, in the order a run takes them
-PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "mcp": _mcp, "cache": _cache, "sweep": _sweep,
-         "security": _security, "scale": _scale}
+PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "profile": _profile, "mcp": _mcp,
+         "cache": _cache, "sweep": _sweep, "security": _security, "scale": _scale}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,7 @@ from bench.harness import (
     stream_chat,
     union_length,
 )
+from bench.stacks import Recorder
 
 QUESTIONS = {
     "factual": "Wanneer vervalt de vergunning van kerncentrale Borssele?",
@@ -355,6 +356,46 @@ async def cpu_vs_relay(lab: Lab, runs: int, streams: int, rounds: int) -> dict[s
         lab.stop(relay_proc)
         lab.stop(proc)
     return {"cpu_split": split, "streams": streams, "sequential": sequential, "concurrent": concurrent}
+
+
+async def cpu_profile(lab: Lab, runs: int, streams: int, requests: int) -> dict[str, Any]:
+    """Section 8b: where the CPU of a streamed factual answer goes, in the service and in the bare relay: each
+    sampled by py-spy (`bench.stacks.Recorder`) while it answers `runs` requests one at a time (alone on a core,
+    as in section 8) and then `requests` at `streams` concurrent streams; the samples' shares per category applied
+    to the CPU the process spent meanwhile. A fresh service and relay, warmed up."""
+    proc, base = lab.service("service-profile")
+    relay_proc, relay_base = lab.relay()
+    streamers = {"service": Streamer(proc, base, service_ok), RELAY: Streamer(relay_proc, relay_base, relay_ok)}
+    question = QUESTIONS["factual"]
+    out: dict[str, Any] = {"streams": streams, "errors": []}
+    try:
+        for key, streamer in streamers.items():
+            async with new_client() as client:
+                await _warm_up(client, streamer, [question] * 3)
+            for part in ("sequential", "concurrent"):
+                tally = CpuTally()
+                raw = lab.work / f"profile-{key}-{part}.raw"
+                with contextlib.ExitStack() as stack:
+                    if part == "sequential":
+                        stack.enter_context(lab.isolated(streamer.proc))
+                    recorder = stack.enter_context(Recorder(streamer.proc.pid, raw))
+                    if part == "sequential":
+                        async with new_client() as client:
+                            for _ in range(runs):
+                                cpu, ok = await _cpu_one(client, streamer, question)
+                                tally.add(cpu, [ok])
+                    else:
+                        await _cpu_block(streamer, question, requests, streams, tally)
+                if recorder.error:
+                    out["errors"].append(recorder.error)
+                samples = recorder.counts()
+                out.setdefault(key, {})[part] = {"tally": tally, "samples": samples}
+                print(f"  profile: {key}, {part}: {tally.per_request * 1000:.1f} ms/request, "
+                      f"{sum(samples.values())} samples", flush=True)
+    finally:
+        lab.stop(relay_proc)
+        lab.stop(proc)
+    return out
 
 
 def failure(run: Run) -> str:

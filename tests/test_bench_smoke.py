@@ -73,9 +73,20 @@ def assert_relay_section(report: str, runs: int = 2, streams_requests: int = 10)
         assert re.search(row, report, re.M), query_type
 
 
+def assert_profile_section(report: str) -> None:
+    """Section 8b: a row per category the samples fell in and the totals, or why nothing was sampled (py-spy comes
+    with the eval extra, and needs leave to read another process's memory)."""
+    profile = report.split("## 8b. Where the service's CPU goes", 1)[1].split("\n## ", 1)[0]
+    cpu = r"\d+\.\d"
+    assert re.search(rf"^\| \*\*CPU per request\*\* \|  \|( \*\*{cpu}\*\* \|){{5}}$", profile, re.M), profile
+    if "Not profiled: " not in profile:
+        assert re.search(rf"^\| event loop \| [^|]+ \|( {cpu} \|){{4}} -?{cpu} \|$", profile, re.M), profile
+        assert re.search(rf"^\| upstream client \| [^|]+ \|( {cpu} \|){{4}}", profile, re.M), profile
+
+
 def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "BENCHMARKS.md")
-    assert SECTIONS[-4] == RELAY_SECTION
+    assert SECTIONS[-5] == RELAY_SECTION
     for heading in SECTIONS:
         assert heading in report, heading
     for query_type in TYPES:
@@ -90,6 +101,7 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
         assert "- Cores: in sections 1–4 and in the sequential part of section 8 the service" in report
     assert "overhead p50, cores shared" in report and "| factual |" in report.split("cores shared", 1)[1]
     assert_relay_section(report)
+    assert_profile_section(report)
     # a comparison's sides: every side's call in flight at once, or one at a time with LLM_MAX_CONCURRENCY=1
     side_row = r"^\| {} \| {} \| 1 \| \d+ \| \d+ \| \d\.\d\d \| \d\.\d\d \| {} \| \d+ \|$"
     assert re.search(side_row.format("at once", 2, 2), report, re.M)
@@ -112,7 +124,7 @@ def test_bench_only_runs_the_parts_asked_for(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "relay.md", "--only", "relay")
     assert "Only some parts ran (`--only relay`)" in report
     assert_relay_section(report)
-    for heading in SECTIONS[2:-4]:  # sections 1-7
+    for heading in SECTIONS[2:-5]:  # sections 1-7
         assert heading not in report, heading
     assert "## Headline" in report and "## What the numbers show" in report
 

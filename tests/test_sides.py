@@ -135,3 +135,27 @@ async def test_a_cancelled_comparison_ends_every_side_in_flight(docs, fake_llm: 
     await _answer(docs, fake_llm, concurrency=8, cancel_after=1.5)
     assert len([r for r in fake_llm.requests if "Bronnen van " in r["messages"][-1]["content"]]) == 2
     assert await fake_llm.wait_idle(1.0)  # both side calls were closed with the request
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("concurrency", [1, 8])
+async def test_later_headings_go_out_before_their_calls_first_words(docs, fake_llm: FakeLLM, concurrency: int) -> None:  # noqa: F811
+    """A later side's heading and the contrast's go out as the part before them ends, not with their call's first
+    piece: a call that fails at once leaves its heading above the line that says the answer broke off. The first
+    side's heading waits for its first piece: failing at once, it leaves the extractive answer without one."""
+    _sides(fake_llm, Reply(text="ANVS eist leiderschap [1]."), Reply(status=500))
+    answer, _ = await _answer(docs, fake_llm, concurrency)
+    assert answer.index("ANVS eist leiderschap") < answer.index("**IAEA**") < answer.index("afgebroken")
+
+    fake_llm.reset()
+    fake_llm.when_contains("Wat elke organisatie zegt:", Reply(status=500))  # the contrast (first rule that matches)
+    _sides(fake_llm, Reply(text="ANVS eist leiderschap [1]."), Reply(text="IAEA eist een sterke cultuur [1]."))
+    answer, _ = await _answer(docs, fake_llm, concurrency)
+    assert answer.index("IAEA eist een sterke cultuur") < answer.index("**Verschillen en overeenkomsten**") \
+        < answer.index("afgebroken")
+
+    fake_llm.reset()
+    _sides(fake_llm, Reply(status=500), Reply(text="IAEA eist een sterke cultuur [1]."))
+    answer, _ = await _answer(docs, fake_llm, concurrency)
+    # the answer from the passages, as without a model, opened by the line that says so (not by a side's heading)
+    assert answer.startswith("*Het taalmodel") and "afgebroken" not in answer

@@ -25,6 +25,7 @@ from graph.answer.sentences import NOT_ABBREVIATED
 # may end with, which is held until the next text shows what follows
 _SENTENCE_END = re.compile(r"(?<=[.!?\]])" + NOT_ABBREVIATED + r"[ \t]+(?=[^\s\[])|\n")
 _LOOKBACK = 12  # characters of the sentence so far that the abbreviation rule reads before a dot
+LATE = 0.5  # of an interval: how long after its end model text waits for a next piece before a timer filters it
 _MARKER = re.compile(r"\[\d+(?:\s*[,;–-]\s*\d+)*\]")
 _TAIL = re.compile(r"[.!?:;]*\s*$")
 _HELD = re.compile(r"(?:[.!?:;\]]|\s*\[[\d,;–\s-]*\]?)+\s*$")
@@ -290,9 +291,11 @@ class AnswerStream:
         """Model text (`check`: through the filters) or the service's own text (`check=False`).
 
         With an `interval_s`, model text that arrives within the interval after the filters last ran waits and
-        goes through them together (a timer runs them at the interval's end): the filters run about once per
-        interval instead of once per token, and what they let through is sent once per interval anyway. The
-        first piece after a pause goes through at once."""
+        goes through them together with the first piece that arrives after the interval: the filters run about
+        once per interval instead of once per token, and what they let through is sent once per interval anyway.
+        The first piece after a pause goes through at once. A timer runs them when no piece follows within half
+        an interval more (a model that stops or slows down), so no text waits longer than that; while the model
+        streams the timer never fires, and the filters cost no wake-up of their own."""
         if not check:
             self.settle()  # the model's text written before the service's goes out before it
             self._add(text, model=False)
@@ -302,13 +305,12 @@ class AnswerStream:
             self._filter(text)
             return
         self._pending.append(text)
-        if self._filter_timer is None:
-            loop = asyncio.get_running_loop()
-            wait = self._filtered_at + self.interval_s - loop.time()
-            if wait <= 0:
-                self.settle()
-            else:  # the callback runs in this task's context, where emit() reaches the stream
-                self._filter_timer = loop.call_later(wait, self.settle)
+        loop = asyncio.get_running_loop()
+        wait = self._filtered_at + self.interval_s - loop.time()
+        if wait <= 0:
+            self.settle()
+        elif self._filter_timer is None:  # the callback runs in this task's context, where emit() reaches the stream
+            self._filter_timer = loop.call_later(wait + self.interval_s * LATE, self.settle)
 
     def _filter(self, text: str) -> None:
         self._add(self.filter.feed(self._cite(self.gate.feed(self.echo.feed(self._scrub(self.leak.feed(text)))))), model=True)

@@ -334,7 +334,10 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
                       answer: AnswerStream) -> Usage:
     """A comparison written side by side: one short streamed call per organisation that sees only its own
     passages (so nothing it writes can be another organisation's position), under a heading the service
-    writes, then one call that contrasts what the sides said.
+    writes, then one call that contrasts what the sides said. Every heading but the first goes out as soon as
+    the part before it ends, before its call's first words (a reader sees where the answer goes while the
+    model starts); the first goes out with its call's first words, so that a call that fails at once leaves
+    the extractive answer without a heading above it.
 
     Why: given all passages of a comparison at once, the local 1.5B model (`make llm`) wrote answers without
     a single `[n]`, cited one organisation's passage for both sides, or looped; side by side it cites each side
@@ -368,7 +371,10 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
         for (name, numbers, user, echo), call in zip(prompts, calls, strict=True):
             heading = ("\n\n" if written else "") + f"**{name}**\n\n"
             answer.citer = citer_for(ledger, numbers, ctx)
-            start = len(answer.text) + len(heading)  # the heading goes out with the first piece
+            if written:  # a later side's heading goes out as the side before it ends, not after its first words
+                answer.write(heading, check=False)
+                heading = ""
+            start = len(answer.text) + len(heading)  # the first side's heading goes out with its first piece
             usage += await stream_into(answer, ctx, system, user, tokens, heading, echo, "synthesize_side", call)
             answer.close()
             written.append(f"{name}: {answer.filter.to_ledger_numbers(answer.text[start:].strip())}")
@@ -377,12 +383,12 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
             if call is not None:
                 call.cancel()
     answer.citer = citer_for(ledger, [n for numbers in sides.values() for n in numbers], ctx)
-    heading = "\n\n**" + messages.line("contrast", language) + "**\n\n"
+    answer.write("\n\n**" + messages.line("contrast", language) + "**\n\n", check=False)
     names = ", ".join(ctx.display(c) for c in sides)
     user = ctx.prompts.render("synthesize_contrast", language, question=question, sides="\n\n".join(written),
                               names=names, instructions=instructions)
     echo = prompt_lines(ctx, "synthesize_contrast", question, names=names, instructions=instructions)
-    return usage + await stream_into(answer, ctx, system, user, tokens, heading, echo, "synthesize_contrast")
+    return usage + await stream_into(answer, ctx, system, user, tokens, "", echo, "synthesize_contrast")
 
 
 def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter | None:
