@@ -156,7 +156,7 @@ async def _speedup(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Name
     data["speedup"] = {}
     for label, concurrency in (("parallel", 4), ("sequential", 1)):
         with section(data, f"Comparative, {label} (section 3)"):
-            proc, base = lab.service(f"service-{label}", RESEARCH_CONCURRENCY=concurrency)
+            proc, base = lab.service(f"service-{label}", RESEARCH_CONCURRENCY=concurrency, MODEL_CONDENSE=True)
             with lab.isolated(proc):
                 data["speedup"][label] = await scenarios.comparative_runs(
                     lab, base, sizes["speedup_runs"], label, not args.smoke

@@ -563,9 +563,12 @@ def _speedup_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
     return "\n".join([
         "## 3. Parallel speedup of comparative questions",
         "",
-        "The same service with `RESEARCH_CONCURRENCY=4` (parallel) and `RESEARCH_CONCURRENCY=1` (sequential). "
+        "The same service with `RESEARCH_CONCURRENCY=4` (parallel) and `RESEARCH_CONCURRENCY=1` (sequential), "
+        "both with `MODEL_CONDENSE=true`: each sub-agent has the fast model pick its facts, one model call per "
+        "collection, as a deployment that turns it on does (by default a sub-agent only searches, a few ms against "
+        "the one document server process, and there is little for parallelism to shorten). "
         "The research phase runs from the first document search to the start of the first answer call: the "
-        "sub-agents' searches (and condense calls, with `MODEL_CONDENSE`), which is the part parallelism can "
+        "sub-agents' searches and condense calls, which is the part parallelism can "
         "shorten. End to end also contains routing, any decomposition and the answer calls, which are sequential "
         "by nature (so its ideal is below n). "
         "The target applies to the research phase.",

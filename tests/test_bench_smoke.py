@@ -102,6 +102,9 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     assert "overhead p50, cores shared" in report and "| factual |" in report.split("cores shared", 1)[1]
     assert_relay_section(report)
     assert_profile_section(report)
+    assert "not answered from the cache" not in report  # every repeated question was a cache hit
+    # the parallel research phase has the sub-agents' model calls to run at once (MODEL_CONDENSE)
+    assert re.search(r"^\| 4 \| “[^”]+” \| 1 \| \d+ \| \d+ \| [\d.]+x \| \d+ \| \d+ \| [\d.]+x \| 4 / 1 \|", report, re.M)
     # a comparison's sides: every side's call in flight at once, or one at a time with LLM_MAX_CONCURRENCY=1
     side_row = r"^\| {} \| {} \| 1 \| \d+ \| \d+ \| \d\.\d\d \| \d\.\d\d \| {} \| \d+ \|$"
     assert re.search(side_row.format("at once", 2, 2), report, re.M)
