@@ -928,10 +928,12 @@ def _profile_section(data: dict[str, Any]) -> str:
         "## 8b. Where the service's CPU goes",
         "",
         "The factual question's streamed answer (as in section 8) sampled with py-spy (`py-spy record --rate 500 "
-        "--nonblocking`, the process not paused) in a fresh service and a fresh bare relay: "
+        "--nonblocking --full-filenames`, the process not paused) in a fresh service and a fresh bare relay: "
         f"{profile['service']['sequential']['tally'].requests} requests one at a time (the process alone on its "
-        f"core), then {profile['service']['concurrent']['tally'].requests} at {streams} concurrent streams. Each "
-        "sample goes to the first category one of its frames belongs to (`bench/stacks.py`); a category's share of "
+        f"core), then {profile['service']['concurrent']['tally'].requests} at {streams} concurrent streams. A sample "
+        "belongs to the document server's or the upstream's client when a frame of theirs is in its stack (their "
+        "HTTP is generic), else to the category of its innermost frame that has one, asyncio's own frames counting "
+        "for their caller (`bench/stacks.py:category`); a category's share of "
         "the samples is applied to the CPU the process spent (section 8's clock), in ms per request. Samples: "
         + ", ".join(f"{k[0]} {'one at a time' if k[1] == 'sequential' else f'{streams} streams'} {n}"
                     for k, n in samples.items()) + ".",

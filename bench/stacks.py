@@ -43,7 +43,7 @@ CATEGORIES: list[tuple[str, str, re.Pattern[str]]] = [
 CLIENTS = 2  # the first categories: a stack with a frame of theirs is theirs
 LOOP = CATEGORIES[-1][0]
 # the frame that runs the event loop: the frames above it (the server's start-up) belong to every sample
-_LOOP = re.compile(r"^Runner\.run \(|^run_until_complete \(|^run_forever \(")
+_LOOP_FRAME = re.compile(r"^Runner\.run \(|^run_until_complete \(|^run_forever \(")
 OTHER = "other"
 ATTACH_S = 1.0
 
@@ -53,7 +53,7 @@ def category(frames: list[str]) -> str:
     frame of the document server's or the upstream's client is in it (their HTTP leaves are generic); else
     the category of the innermost frame that has one, asyncio's own frames left to their caller; the event
     loop's when nothing else is (uvloop's C code, asyncio alone); else `OTHER`."""
-    loop = next((i for i, frame in enumerate(frames) if _LOOP.match(frame)), None)
+    loop = next((i for i, frame in enumerate(frames) if _LOOP_FRAME.match(frame)), None)
     if loop is not None:
         frames = frames[loop + 1:]
     stack = ";".join(frames)
@@ -103,9 +103,10 @@ class Recorder:
             self.error = "py-spy is not installed (the eval extra installs it)"
             return
         self.log = out.with_suffix(".log")
-        self.popen = subprocess.Popen(
-            [exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nonblocking", "--full-filenames",
-             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=self.log.open("wb"))
+        with self.log.open("wb") as log:  # the child keeps its own copy of the handle
+            self.popen = subprocess.Popen(
+                [exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--nonblocking",
+                 "--full-filenames", "--output", str(out)], stdout=subprocess.DEVNULL, stderr=log)
 
     def __enter__(self) -> Recorder:
         if self.popen is not None:
@@ -121,6 +122,7 @@ class Recorder:
             self.popen.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.popen.kill()
+            self.popen.wait()
         if not self.out.is_file() or not self.out.stat().st_size:
             tail = self.log.read_text("utf-8", "replace").strip().splitlines()[-1:] if self.log.is_file() else []
             self.error = "py-spy recorded nothing" + (f": {tail[0][:200]}" if tail else "")
