@@ -4,7 +4,8 @@ One long-lived MCP session per process. Each session is owned by a task of its o
 managers must be entered and left in the same task); when a call fails at the connection level the session
 is dropped and the next call opens a new one, so a restarted document server is picked up again. Tools are
 listed once per session. Works against servers on mcp 1.x (initialize handshake) and 2.x (negotiated by the
-SDK's `mode="auto"`).
+SDK's `mode="auto"`). On the per-request protocol of mcp 2.x a tool call is one POST of our own
+(`graph/clients/mcp_direct.py`); the SDK negotiates and serves everything else.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import httpx2
 from httpx_aiohttp.httpx2 import AiohttpTransport
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from mcp.types import CallToolResult, Implementation
 
+from graph.clients.mcp_direct import DirectCalls, per_request
 from graph.clients.transport import IDLE_EXPIRY_S, failure_name
 from graph.models import Evidence
 
@@ -37,6 +41,8 @@ SOURCES_URI = "neo-nl://sources"
 # `create_mcp_http_client` would set, which takes no transport); each call is bounded by the client's `timeout_s`.
 HTTP_TIMEOUT = httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT)
 HTTP_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=IDLE_EXPIRY_S)
+# who we are to the document server, the same on the SDK's requests and the direct calls (`mcp_direct`)
+CLIENT_INFO = Implementation(name="neo-nl-agent", version="1")
 
 
 class DocumentError(Exception):
@@ -166,17 +172,25 @@ class _Session:
     """One MCP session, entered and left inside its own task."""
 
     def __init__(self, url: str, timeout_s: float, mode: str) -> None:
-        self.ready: asyncio.Future[tuple[Client, set[str]]] = asyncio.get_running_loop().create_future()
+        self.ready: asyncio.Future[tuple[Client, set[str], DirectCalls | None]] = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._run(url, timeout_s, mode), name="mcp-session")
 
     async def _run(self, url: str, timeout_s: float, mode: str) -> None:
         try:
             async with (
                 httpx2.AsyncClient(timeout=HTTP_TIMEOUT, transport=AiohttpTransport(limits=HTTP_LIMITS)) as http,
-                Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout_s, mode=mode) as client,
+                Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout_s, mode=mode,
+                       client_info=CLIENT_INFO) as client,
+                aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=HTTP_LIMITS.max_connections,
+                                                                     keepalive_timeout=IDLE_EXPIRY_S)) as direct_http,
             ):
-                tools = await client.list_tools()
-                self.ready.set_result((client, {tool.name for tool in tools.tools}))
+                tools = (await client.list_tools()).tools
+                direct = None
+                if per_request(client.protocol_version):
+                    direct = DirectCalls(url, client.protocol_version, tools,
+                                         CLIENT_INFO.model_dump(by_alias=True, mode="json", exclude_none=True),
+                                         direct_http)
+                self.ready.set_result((client, {tool.name for tool in tools}, direct))
                 await asyncio.Event().wait()  # held open until close() cancels this task
         except asyncio.CancelledError:
             raise
@@ -220,7 +234,7 @@ class DocumentClient:
             await self._session.close()
             self._session = None
 
-    async def _client(self) -> Client:
+    async def _client(self) -> tuple[Client, DirectCalls | None]:
         async with self._lock:
             if self._session is None or not self._session.alive:
                 if self._session is not None:
@@ -229,8 +243,8 @@ class DocumentClient:
             session = self._session
         try:
             async with asyncio.timeout(self.timeout_s):
-                client, self.tools = await asyncio.shield(session.ready)
-            return client
+                client, self.tools, direct = await asyncio.shield(session.ready)
+            return client, direct
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -245,11 +259,15 @@ class DocumentClient:
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> ToolOutput:
         for attempt in range(2):
-            client = await self._client()
+            client, direct = await self._client()
             session = self._session
             try:
                 async with asyncio.timeout(self.timeout_s):
-                    result = await client.call_tool(tool, arguments)
+                    result: CallToolResult | None = None
+                    if direct is not None and direct.handles(tool):
+                        result = await direct.call(tool, arguments)
+                    if result is None:
+                        result = await client.call_tool(tool, arguments)
             except TimeoutError as exc:
                 raise DocumentError(f"{tool} timed out after {self.timeout_s:.0f}s") from exc
             except asyncio.CancelledError:
