@@ -20,8 +20,8 @@ from pathlib import Path
 OURS = r"(?<!langgraph)/graph/"  # the service's graph package, not LangGraph's own graph/ folder
 
 CATEGORIES: list[tuple[str, str, re.Pattern[str]]] = [
-    ("document server client", "the MCP SDK and its HTTP calls, tool output parsed into evidence",
-     re.compile(rf"/mcp/|{OURS}clients/mcp_client\.py")),
+    ("document server client", "the MCP SDK, the direct tool calls and their HTTP, tool output parsed into evidence",
+     re.compile(rf"/mcp/|{OURS}clients/mcp_(?:client|direct)\.py")),
     ("upstream client", "HTTP to the model, SSE parsing of its stream (aiohttp, httpx, httpx-sse)",
      re.compile(rf"{OURS}clients/llm\.py|/httpx_sse/")),
     ("answer stream", "the answer's filters and books: citations, support check, address scrub, echo, leak and "

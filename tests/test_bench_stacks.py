@@ -19,6 +19,7 @@ NEO = "/srv/neo"
 @pytest.mark.parametrize(("leaf", "category"), [
     ("", "event loop"),  # only the loop's own frame: uvloop's C code
     (f";call_tool ({NEO}/graph/clients/mcp_client.py:250);post ({SITE}/httpx/_client.py:1)", "document server client"),
+    (f";call ({NEO}/graph/clients/mcp_direct.py:80);_request ({SITE}/aiohttp/client.py:1)", "document server client"),
     (f";send_request ({SITE}/mcp/client/session.py:3);data_received ({SITE}/aiohttp/client_proto.py:359)",
      "document server client"),  # the MCP SDK's HTTP is the document server's, not the upstream's
     (f";stream ({NEO}/graph/clients/llm.py:271);aiter_sse ({SITE}/httpx_sse/_api.py:46)", "upstream client"),

@@ -52,7 +52,10 @@ def interleave(rankings: list[list[Evidence]]) -> list[Evidence]:
 
 
 async def search_all(ctx: Context, task: ResearchTask) -> list[Evidence]:
-    """The task's queries on its collection, in parallel; one that fails fails the task (its first error)."""
+    """The task's queries on its collection, in parallel; one that fails fails the task (its first error). A single
+    query is awaited here: a task of its own would send it only after what is already queued (the think lines)."""
+    if len(task.queries) == 1:
+        return await ctx.docs.search(task.collection, task.queries[0])
     results = await asyncio.gather(*(ctx.docs.search(task.collection, q) for q in task.queries),
                                    return_exceptions=True)
     for result in results:
