@@ -106,7 +106,8 @@ def _scripted_mcp(seen: list[tuple[dict[str, str], dict]], replies: list[dict], 
         body = await request.json()
         seen.append((dict(request.headers), body))
         messages = replies[:-1] + [{**replies[-1], "id": body["id"]}] if replies else []
-        text = "".join(f"event: message\ndata: {json.dumps(m)}\n\n" for m in messages)
+        # CRLF line ends, and no blank line after the last event (the stream's end closes it)
+        text = "\r\n\r\n".join(f"event: message\r\ndata: {json.dumps(m)}" for m in messages)
         return Response(text, status_code=status, media_type="text/event-stream")
 
     return Starlette(routes=[Route("/mcp", mcp, methods=["POST"])])
@@ -115,7 +116,8 @@ def _scripted_mcp(seen: list[tuple[dict[str, str], dict]], replies: list[dict], 
 TOOL = Tool(name="search_collection", input_schema={
     "type": "object", "properties": {"query": {"type": "string"},
                                      "collection": {"type": "string", "x-mcp-header": "Collection"}}})
-DONE = {"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": "passage"}], "isError": False}}
+LONG = "passage " * 40_000  # one event far longer than a line buffer (a whole document read)
+DONE = {"jsonrpc": "2.0", "result": {"content": [{"type": "text", "text": LONG}], "isError": False}}
 
 
 @pytest.mark.asyncio
@@ -127,7 +129,7 @@ async def test_direct_call_reads_its_reply_from_an_event_stream() -> None:
         async with aiohttp.ClientSession() as http:
             calls = DirectCalls(server.base_url + "/mcp", "2026-07-28", [TOOL], {"name": "t", "version": "1"}, http)
             result = await calls.call("search_collection", {"query": "x", "collection": "iaea"})
-    assert result is not None and result.content[0].text == "passage"
+    assert result is not None and result.content[0].text == LONG
     headers, body = seen[0]
     assert (headers["mcp-method"], headers["mcp-name"], headers["mcp-protocol-version"]) == (
         "tools/call", "search_collection", "2026-07-28")

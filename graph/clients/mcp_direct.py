@@ -15,6 +15,7 @@ called here only read, so asking again is harmless.
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import json
 from collections.abc import Iterable, Mapping
@@ -102,16 +103,31 @@ def reply_result(message: Any) -> CallToolResult | None:
     return CallToolResult.model_validate(result)
 
 
-async def _reply_in_stream(lines: aiohttp.StreamReader, request_id: str) -> dict[str, Any]:
-    """The reply to `request_id` in a server-sent event stream (the server's notifications before it are skipped)."""
-    data: list[str] = []
-    async for raw in lines:
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-        elif not line and data:
-            message = json.loads("\n".join(data))
-            data = []
-            if isinstance(message, dict) and message.get("id") == request_id and ("result" in message or "error" in message):
-                return message
+async def _reply_in_stream(body: aiohttp.StreamReader, request_id: str) -> dict[str, Any]:
+    """The reply to `request_id` in a server-sent event stream, read as it arrives (the server's notifications before
+    it are skipped; an event may be far longer than a line buffer: a whole document read)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pending = ""
+    async for chunk in body.iter_any():
+        pending = (pending + decoder.decode(chunk)).replace("\r\n", "\n")
+        *events, pending = pending.split("\n\n")
+        if (reply := _reply_among(events, request_id)) is not None:
+            return reply
+    # the last event, when the server closed the stream without the blank line after it
+    if (reply := _reply_among([pending + decoder.decode(b"", final=True)], request_id)) is not None:
+        return reply
     raise DirectCallError("the event stream ended without the reply")
+
+
+def _reply_among(events: list[str], request_id: str) -> dict[str, Any] | None:
+    for event in events:
+        message = _event_message(event)
+        if isinstance(message, dict) and message.get("id") == request_id and ("result" in message or "error" in message):
+            return message
+    return None
+
+
+def _event_message(event: str) -> Any:
+    """The JSON of one event's data lines (None for an event without data: a comment, a bare id)."""
+    data = [line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")]
+    return json.loads("\n".join(data)) if data else None
