@@ -15,7 +15,7 @@ from docserver.server import create_app as create_docserver
 from eval.planted import HELD_APART, PLANTED, effects, write_corpus
 from graph.answer.contacts import Allowed, ContactFilter, scrub
 from graph.models import Evidence
-from graph.text.claims import withdraw
+from graph.text.claims import _cut, withdraw
 from graph.text.injection import instruction, screen, screen_text
 from tests.conftest import SHARED, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -155,6 +155,19 @@ def test_an_address_no_source_holds_is_removed(written: str, kept: str) -> None:
 def test_a_withdrawn_sentence_leaves_the_whole_answer(text: str, sentences: list[str], whole: str) -> None:
     correction = "\n\n**Ingetrokken:** ~~B~~"
     assert withdraw(text + correction, sentences, correction) == whole
+
+
+@pytest.mark.parametrize("text", [
+    "A klopt [1]. B klopt niet [2]. C klopt [1].", "B klopt niet [2]. A [1].", "A [1]. B klopt niet [2].",
+    "B klopt niet [2].B klopt niet [2].  B klopt niet [2].\tC", "- A [1].\n- B klopt niet [2].\n\t B klopt niet [2].",
+    "A \t B klopt niet [2]. \t B klopt niet [2]", "niets", "", "  B klopt niet [2].  ", "xB klopt niet [2].y",
+])
+def test_a_sentence_is_cut_as_the_regular_expression_cut_it(text: str) -> None:
+    """`_cut` by `str.find` against the expression `withdraw` used before (same text for every placement of the
+    sentence: start, end, repeated, touching, after spaces and tabs, inside a line)."""
+    sentence = "B klopt niet [2]."
+    quoted = re.escape(sentence)
+    assert _cut(text, sentence) == re.sub(rf"[ \t]+{quoted}|{quoted}[ \t]*", "", text)
 
 
 # ------------------------------------------------------------------------------------------------ over HTTP

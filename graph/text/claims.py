@@ -142,14 +142,34 @@ def best_sources(sentence: str, ledger: list[Evidence], language: Language,
 _EMPTY_ITEM = re.compile(r"^[ \t]*(?:[-*•]|\d+\.)[ \t]*$\n?", re.MULTILINE)
 
 
+def _cut(text: str, sentence: str) -> str:
+    """`text` without each occurrence of `sentence` and the spaces or tabs before it, or, with none before it (at the
+    start of a line), those after it. What `re.sub(r"[ \t]+S|S[ \t]*", "", text)` does, by `str.find`: the regular
+    expression tried both branches at every character of the answer, 0.5 ms per withdrawn sentence."""
+    if not sentence:
+        return text
+    kept, start = [], 0
+    while (found := text.find(sentence, start)) != -1:
+        before = found
+        while before > start and text[before - 1] in " \t":
+            before -= 1
+        end = found + len(sentence)
+        if before == found:  # nothing before it: the spaces after it go
+            while end < len(text) and text[end] in " \t":
+                end += 1
+        kept.append(text[start:before])
+        start = end
+    kept.append(text[start:])
+    return "".join(kept)
+
+
 def withdraw(text: str, sentences: list[str] | tuple[str, ...], correction: str = "") -> str:
     """The answer as a reader of the whole text gets it: without the withdrawn sentences (a list item left empty
     goes too) and without the correction that a stream appends instead."""
     if correction:
         text = text.replace(correction, "")
-    for sentence in sentences:  # with the space before it, or after it at the start of a line
-        quoted = re.escape(sentence)
-        text = re.sub(rf"[ \t]+{quoted}|{quoted}[ \t]*", "", text)
+    for sentence in sentences:
+        text = _cut(text, sentence)
     text = _EMPTY_ITEM.sub("", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
 
