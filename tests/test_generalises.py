@@ -8,6 +8,8 @@ official texts first, sources one per document.
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -451,6 +453,49 @@ def test_the_best_pair_is_the_linked_one_covering_the_question(question: str, le
     query = extractive.query_terms(question)
     found = extractive.best_pair(query, [extractive.stems_of(e.text) for e in ledger], ledger, question)
     assert found is not None and {ledger[i].id for i in found[1]} == pair
+
+
+def _every_pair(query, stems, ledger, question):
+    """`ranked_pairs` as it read the ledger before `_partners`: `_linked` asked of every pair."""
+    n = len(stems)
+    weight = [math.log(1 + n / (1 + sum(bool(t & s) for s in stems))) for t in query]
+    total = sum(weight) or 1.0
+    hits = [frozenset(k for k, t in enumerate(query) if t & s) for s in stems]
+    order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
+    sides = [extractive._side(e, question) for e in ledger]
+    scored = []
+    for i in order[:extractive.PAIR_FIRST]:
+        for j in order:
+            if hits[i] and j != i and sides[i].doc != sides[j].doc and (link := extractive._linked(sides[i], sides[j])):
+                union = hits[i] | hits[j]
+                score = sum(weight[k] for k in union) / total + extractive.LINK_WEIGHT * (
+                    link ** extractive.LINK_POWER + extractive.NAMED_WEIGHT * (sides[i].named and sides[j].named))
+                scored.append((score, len(union) / len(query), (i, j)))
+    return sorted(scored, key=lambda t: -t[0])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ranked_pairs_reads_only_the_pairs_that_can_link(seed: int) -> None:
+    """The same ranked pairs as asking `_linked` of every pair, on ledgers of passages that name other passages'
+    titles in full, in part or not at all, with questions naming some titles (English and Dutch)."""
+    rng = random.Random(seed)
+    titles = ["Bobby Dodd Stadium", "Georgia Tech", "Fall River Heritage State Park", "Kerncentrale Borssele",
+              "Kernenergiewet", "Old Trafford", "Manchester United F.C.", "Bruce Spizer", "The Beatles", "Azra"]
+    words = "stadium team played river park vergunning wet kerncentrale club author band album year 1964 2033".split()
+    ledger = []
+    for k in range(rng.randint(2, 30)):
+        title = rng.choice(titles)
+        named = rng.sample(titles, rng.randint(0, 3))
+        parts = [t if rng.random() < 0.6 else " ".join(t.split()[: max(1, len(t.split()) - 1)]) for t in named]
+        text = " ".join(rng.sample(words, 5) + parts) + "."
+        ledger.append(Evidence(id=f"c/{title}#{k}", collection=rng.choice("ab"), doc_id=title.lower().replace(" ", "-"),
+                               title=title, text=text))
+    asked = rng.sample(titles, rng.randint(0, 2))
+    question = rng.choice(["Where is {} played near {}?", "Wanneer vervalt de {} en de {}?"]).format(
+        *(asked + ["the stadium", "vergunning"])[:2])
+    query = extractive.query_terms(question)
+    stems = [extractive.stems_of(e.text) for e in ledger]
+    assert extractive.ranked_pairs(query, stems, ledger, question) == _every_pair(query, stems, ledger, question)
 
 
 def test_a_bridge_answer_opens_with_a_sentence_of_each_linked_passage() -> None:

@@ -380,6 +380,24 @@ def _linked(a: _Side, b: _Side) -> float:
     return strength if strength >= LINK_MIN else 0.0
 
 
+def _partners(sides: list[_Side]) -> list[set[int]]:
+    """For each passage, the passages `_linked` may link it to (a superset): both naming things the question names,
+    or one holding `LINK_MIN` of the other's title. Read per title rather than per pair: a ledger has a few dozen
+    passages from a dozen documents, and `ranked_pairs` would otherwise test every pair it meets (twice a request)."""
+    by_title: dict[str, list[int]] = {}
+    for k, side in enumerate(sides):
+        by_title.setdefault(side.title, []).append(k)
+    named = {k for k, side in enumerate(sides) if side.named}
+    partners = [set(named) if side.named else set() for side in sides]
+    for title, titled in by_title.items():
+        for k, side in enumerate(sides):
+            if _names_share(side.text, title) >= LINK_MIN:  # k names the document of every passage in `titled`
+                partners[k].update(titled)
+                for t in titled:
+                    partners[t].add(k)
+    return partners
+
+
 def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
                  ) -> list[tuple[float, float, tuple[int, int]]]:
     """Every two linked passages (`_link`), best first: by the share of the question's topic words they hold
@@ -394,11 +412,12 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
     order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
     scored: list[tuple[float, float, tuple[int, int]]] = []
     sides = [_side(e, question) for e in ledger]
+    partners = _partners(sides)
     for i in order[:PAIR_FIRST]:
         if not hits[i]:
             continue
         for j in order:
-            if j == i or sides[i].doc == sides[j].doc:
+            if j not in partners[i] or sides[i].doc == sides[j].doc:
                 continue
             link = _linked(sides[i], sides[j])
             if not link:
