@@ -64,7 +64,14 @@ class ChunkRenderer:
         return data
 
     def _content(self, text: str) -> dict[str, Any]:
-        return self._chunk(DeltaMessage(content=text))
+        return self._text_chunk("content", text)
+
+    def _text_chunk(self, field: str, text: str) -> dict[str, Any]:
+        """`_chunk` of a delta holding only `field`, built as a dict: the chunk a stream sends most (every answer
+        piece and think line), at a tenth of the model's cost; a test holds it to `_chunk`'s output."""
+        return {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "delta": {field: text}, "finish_reason": None, "logprobs": None}],
+                "usage": None}
 
     @staticmethod
     def _status(description: str, done: bool = False) -> dict[str, Any]:
@@ -82,7 +89,7 @@ class ChunkRenderer:
             return out
         if self.think_mode == "reasoning_content":
             self._think_state = "open"
-            return out + [self._chunk(DeltaMessage(reasoning_content=line + "\n"))]
+            return out + [self._text_chunk("reasoning_content", line + "\n")]
         prefix = THINK_OPEN if self._think_state == "new" else ""
         self._think_state = "open"
         return out + [self._content(prefix + line + "\n")]

@@ -738,3 +738,15 @@ def test_page_label(page: int | None, page_end: int | None, label: str) -> None:
 )
 def test_pages_read(passages: list[Evidence], line: str) -> None:
     assert pages_read(passages) == line
+
+
+@pytest.mark.parametrize("field", ["content", "reasoning_content"])
+@pytest.mark.parametrize("text", ["Het antwoord [1]. ", "<think>\nZoeken in IAEA\n", "ü “quoted” \\n", ""])
+def test_a_text_chunk_is_the_chunk_the_protocol_model_gives(field: str, text: str) -> None:
+    """The renderer's dict-built chunk for a text delta is the one `ChatCompletionChunk` dumps for the same delta."""
+    from app.protocol import DeltaMessage
+    from app.sse import ChunkRenderer
+
+    renderer = ChunkRenderer(completion_id="chatcmpl-1", created=1764300000, model="neo-nl-agent", think_mode="tags",
+                             openwebui=False)
+    assert renderer._text_chunk(field, text) == renderer._chunk(DeltaMessage(**{field: text}))
