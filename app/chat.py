@@ -16,6 +16,7 @@ from starlette.requests import Request
 
 from app.access import Caller
 from app.errors import APIError, default_code, event_status, model_not_found
+from app.filters import search_filters
 from app.observability import Metrics
 from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
 from app.services import Services
@@ -114,7 +115,7 @@ def answer_options(request: ChatCompletionRequest) -> AnswerOptions:
     return AnswerOptions(
         max_tokens=request.max_completion_tokens or request.max_tokens, stop=stop, temperature=request.temperature,
         top_p=request.top_p, seed=request.seed, json_schema=schema, json_hint=hint.strip(),
-        depth=EFFORTS[effort] if effort else None,
+        depth=EFFORTS[effort] if effort else None, filters=search_filters(request.filters),
     )
 
 
@@ -351,6 +352,7 @@ async def collect_chat(renderer: ChunkRenderer, events: AsyncIterator[ThoughtEve
                 message=ResponseMessage(
                     content=renderer.answer_text,
                     reasoning_content=renderer.reasoning_text if renderer.think_mode != "off" else None,
+                    annotations=renderer.annotations,
                 )
             )
         ],
@@ -401,4 +403,5 @@ def new_renderer(request: ChatCompletionRequest, services: Services, *, think: b
         model=request.model,
         think_mode=progress_mode(request, services.settings.think_mode) if think else "off",
         openwebui=openwebui,
+        annotate=not structured_format(request),
     )

@@ -16,6 +16,7 @@ from app.ratelimit import RateLimiter
 from app.routes import router
 from app.services import Services
 from app.settings import Settings
+from app.tracing import start_tracing
 
 # Collections start after this many new container objects (CPython's default is 700). A streaming request
 # allocates thousands that die young by reference counting; at the default, 100 concurrent streams triggered
@@ -44,11 +45,12 @@ def tune_gc() -> None:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
-    configure_logging(settings.log_level, settings.log_json)
+    tracing = start_tracing(settings)
+    configure_logging(settings.log_level, settings.log_json, traced=tracing.on)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.services = await Services.start(settings)
+        app.state.services = await Services.start(settings, tracing)
         tune_gc()
         lag = asyncio.create_task(monitor_loop_lag(app.state.metrics), name="loop-lag")
         try:
@@ -56,14 +58,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             lag.cancel()
             await app.state.services.aclose()
+            tracing.shutdown()
 
     app = FastAPI(title="NEO NL Agent", version="0.1.0", lifespan=lifespan)
     app.state.settings = settings
+    app.state.tracing = tracing
     app.state.metrics = Metrics()
     app.state.rate_limiter = RateLimiter(settings.rate_limit, settings.redis_url) if settings.rate_limit else None
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(router)
+    tracing.instrument(app)  # the server span, around everything above
     return app
 

@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from pythonjsonlogger.json import JsonFormatter
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.tracing import trace_id
+
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 _VALID_ID = re.compile(r"^[\w.:-]{1,64}$")
 
@@ -23,13 +25,26 @@ class _RequestIdFilter(logging.Filter):
         return True
 
 
-def configure_logging(level: str, json_logs: bool) -> None:
+class _TraceIdFilter(logging.Filter):
+    """The OpenTelemetry trace id of the request a line is logged for ("-" outside one)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.trace_id = trace_id() or "-"
+        return True
+
+
+def configure_logging(level: str, json_logs: bool, traced: bool = False) -> None:
+    """`traced`: tracing is on, and every line names its trace (README, Tracing)."""
     handler = logging.StreamHandler()
     handler.addFilter(_RequestIdFilter())
+    if traced:
+        handler.addFilter(_TraceIdFilter())
     if json_logs:
-        handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s"))
+        fields = "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s" + (" %(trace_id)s" if traced else "")
+        handler.setFormatter(JsonFormatter(fields))
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+        ids = "%(request_id)s trace=%(trace_id)s" if traced else "%(request_id)s"
+        handler.setFormatter(logging.Formatter(f"%(asctime)s %(levelname)s %(name)s [{ids}] %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -38,7 +53,9 @@ def configure_logging(level: str, json_logs: bool) -> None:
 
 
 class RequestIdMiddleware:
-    """Takes a well-formed incoming X-Request-Id or makes one; sets it for logs and on the response."""
+    """Takes a well-formed incoming X-Request-Id or makes one; sets it for logs and on the response. With tracing on
+    the response also says its trace (`X-Trace-Id`: the id to look the request up by in the tracing UI); this runs
+    inside the server span, which the FastAPI instrumentation opens around the whole middleware stack."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -51,10 +68,13 @@ class RequestIdMiddleware:
         rid = incoming if _VALID_ID.match(incoming) else uuid.uuid4().hex
         token = request_id.set(rid)
 
+        ids = [(b"x-request-id", rid.encode())]
+        if trace := trace_id():
+            ids.append((b"x-trace-id", trace.encode()))
+
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message.setdefault("headers", [])
-                message["headers"] = list(message["headers"]) + [(b"x-request-id", rid.encode())]
+                message["headers"] = [*message.get("headers", []), *ids]
             await send(message)
 
         try:

@@ -50,6 +50,15 @@ class ReasoningOptions(BaseModel):
     effort: str | None = None
 
 
+class RequestFilters(BaseModel):
+    """`filters` (an extension; SDKs send it with `extra_body`): which passages research may use."""
+
+    model_config = ConfigDict(extra="forbid")
+    collections: list[str] | None = Field(default=None, min_length=1)  # names or display names
+    kind: Literal["official", "summary"] | None = None
+    language: Literal["nl", "en"] | None = None  # the language of a collection's documents
+
+
 class ChatCompletionRequest(BaseModel):
     model_config = ConfigDict(extra="allow")
     model: str = Field(min_length=1)
@@ -76,6 +85,7 @@ class ChatCompletionRequest(BaseModel):
     top_logprobs: StrictInt | None = None
     modalities: list[str] | None = None
     audio: dict[str, Any] | None = None
+    filters: RequestFilters | None = None
 
     @property
     def include_usage(self) -> bool:
@@ -115,10 +125,25 @@ class UsageInfo(BaseModel):
         part.calls += calls
 
 
+class URLCitation(BaseModel):
+    """OpenAI's cited web source: `content[start_index:end_index]` is the text it supports."""
+
+    url: str
+    title: str
+    start_index: int
+    end_index: int
+
+
+class Annotation(BaseModel):
+    type: Literal["url_citation"] = "url_citation"
+    url_citation: URLCitation
+
+
 class DeltaMessage(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
     reasoning_content: str | None = None
+    annotations: list[Annotation] | None = None  # once, before the finish chunk (`app.annotations`)
 
 
 class ChunkChoice(BaseModel):
@@ -155,6 +180,7 @@ class ResponseMessage(BaseModel):
     content: str
     refusal: None = None
     reasoning_content: str | None = None
+    annotations: list[Annotation] = Field(default_factory=list)  # url_citation per cited marker (`app.annotations`)
 
 
 class Choice(BaseModel):
@@ -173,6 +199,32 @@ class ChatCompletion(BaseModel):
     usage: UsageInfo
     citations: list[str] = Field(default_factory=list)  # extension: the cited documents' URLs, `[1]` first
     search_results: list[SearchResult] = Field(default_factory=list)  # extension: the same documents, described
+
+
+class SearchRequest(BaseModel):
+    """`POST /v1/search`: the passages research would gather for `query`."""
+
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=4000)
+    filters: RequestFilters | None = None
+    top_k: StrictInt = Field(default=10, ge=1, le=50)
+
+
+class Passage(BaseModel):
+    id: str  # stable: `collection/doc_id#n`
+    title: str
+    collection: str
+    page: int | None = None  # the first page of a paged source (PDF), 1-based
+    section: str = ""  # the article or section it stands in, where the source says
+    score: float  # the document server's relevance
+    snippet: str  # its opening, cut at a word
+    text: str
+    url: str  # with `#page=N` for a paged source whose address names no place
+
+
+class SearchResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Passage]
 
 
 class ModelCard(BaseModel):

@@ -1,4 +1,4 @@
-"""HTTP routes: models, chat completions, health and readiness."""
+"""HTTP routes: models, chat completions, search, health and readiness."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse
 
 from app.access import Caller
+from app.annotations import deep_link
 from app.auth import bearer_token, caller, check_api_key, check_operator_key, has_valid_key
 from app.chat import (
     RequestRecord,
@@ -22,16 +23,33 @@ from app.chat import (
     validate,
 )
 from app.errors import APIError, model_not_found
-from app.protocol import ChatCompletion, ChatCompletionRequest, ErrorResponse, ModelCard, ModelList
+from app.filters import narrowed, search_filters
+from app.protocol import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    ErrorResponse,
+    ModelCard,
+    ModelList,
+    Passage,
+    SearchRequest,
+    SearchResponse,
+)
 from app.ratelimit import rate_limit
 from app.services import Services
 from app.settings import Settings
 from app.tasks import detect_task
+from graph.answer.ledger import cut_at_word
 from graph.clients.cache import tenant_of
+from graph.clients.mcp_client import DocumentError
+from graph.context import AnswerOptions
+from graph.models import Evidence
+from graph.nodes.search import first_round
+from graph.text.language import detect_language
 
 router = APIRouter()
 _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 429, 500)}
 _STARTED = 1_735_689_600  # fixed `created` for the static model list
+SNIPPET_CHARS = 300  # of a passage in /v1/search
 
 
 async def services(request: Request) -> Services:
@@ -86,7 +104,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
     visible = svc.access.visible(who)
     if not visible:  # says nothing about which collections exist
         raise APIError(403, "no document collection is open to this caller", code="permission_denied")
-    context = svc.context_for(visible)
+    context = svc.context_for(narrowed(visible, body.filters, svc.catalog))
     task = detect_task(body.model, request.headers.get("x-openwebui-task"), turns[-1].content, svc.settings)
     if task is not None:
         events = task_events(svc, context.catalog, task, body)
@@ -104,6 +122,29 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
         sep="\n",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+@router.post("/v1/search", response_model=SearchResponse, dependencies=[Depends(check_api_key), Depends(rate_limit)],
+             responses={**_ERRORS, 403: {"model": ErrorResponse}, 502: {"model": ErrorResponse}})
+async def search(body: SearchRequest, svc: ServicesDep, who: CallerDep) -> SearchResponse:
+    """The passages the first research round would gather for `query` (`graph/nodes/search.py`), with the caller's
+    access and the request's filters, best first."""
+    visible = svc.access.visible(who)
+    if not visible:
+        raise APIError(403, "no document collection is open to this caller", code="permission_denied")
+    context = svc.context_for(narrowed(visible, body.filters, svc.catalog)).for_request(
+        language=detect_language(body.query), tenant=who.key_id, answer=AnswerOptions(filters=search_filters(body.filters)))
+    try:
+        found = await first_round(body.query, context)
+    except DocumentError as exc:
+        raise APIError(502, f"the document server failed: {exc}", code="upstream_error") from exc
+    return SearchResponse(data=[passage(e) for e in found[: body.top_k]])
+
+
+def passage(e: Evidence) -> Passage:
+    return Passage(id=e.id, title=e.title, collection=e.collection, page=e.page, section=e.section,
+                   score=round(e.relevance, 4), snippet=cut_at_word(e.text, SNIPPET_CHARS), text=e.text,
+                   url=deep_link(e.url, e.page))
 
 
 @router.get("/health")

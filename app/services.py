@@ -9,6 +9,7 @@ from typing import Any
 
 from app.access import Access
 from app.settings import Settings
+from app.tracing import Tracing
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
 from graph.clients.cache import Cache, cache_key, make_cache
@@ -32,7 +33,8 @@ class Services:
     views: dict[tuple[str, ...], Context] = field(default_factory=dict)
 
     @classmethod
-    async def start(cls, settings: Settings) -> Services:
+    async def start(cls, settings: Settings, tracing: Tracing | None = None) -> Services:
+        tracing = tracing or Tracing()
         catalog = load_catalog(settings.collections_file)
         access = Access(settings, catalog.names)  # before anything starts: a wrong access file stops the service
         embedded, url = None, settings.mcp_server_url.strip()
@@ -52,12 +54,15 @@ class Services:
                 timeout_s=settings.llm_timeout_s,
                 max_concurrency=settings.llm_max_concurrency,
                 max_retries=settings.llm_max_retries,
+                tracer=tracing.tracer,
+                capture_content=tracing.capture_content,
             )
         docs = DocumentClient(
             url,
             timeout_s=settings.mcp_timeout_s,
             display_names=catalog.display_names(),
             mode=settings.mcp_protocol,
+            tracer=tracing.tracer,
         )
         prompts = Prompts(settings.prompts_dir)
         relevant = settings.model_dump(
@@ -70,7 +75,7 @@ class Services:
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
         fence = {"fence_key": settings.fence_key.encode()} if settings.fence_key else {}
         context = Context(llm=llm, docs=docs, catalog=catalog, prompts=prompts, config=settings.pipeline, cache=cache,
-                          fingerprint=fingerprint, **fence)
+                          fingerprint=fingerprint, tracer=tracing.tracer, **fence)
         return cls(settings, build_graph(), context, cache, access, embedded)
 
     def context_for(self, visible: tuple[str, ...]) -> Context:

@@ -72,6 +72,19 @@ class Settings(BaseSettings):
     stream_interval_ms: float = Field(50.0, ge=0)  # answer tokens within this interval go out as one chunk
     log_level: str = "INFO"
     log_json: bool = False  # one JSON object per log line (with request_id) for log shippers
+    # OpenTelemetry traces (README, Tracing), by the SDK's own variable names; off unless an endpoint or an
+    # exporter is named. OTLP over HTTP (protobuf) to a collector the organisation runs (Jaeger, Tempo, Langfuse).
+    otel_exporter_otlp_endpoint: str = ""  # the collector's base URL (`/v1/traces` is added)
+    otel_exporter_otlp_traces_endpoint: str = ""  # or the traces URL itself
+    otel_traces_exporter: Literal["", "otlp", "console", "none"] = ""
+    otel_service_name: str = "neo-nl-agent"
+    otel_capture_content: bool = False  # prompts and replies in the model calls' spans: opt-in
+
+    @property
+    def tracing(self) -> bool:
+        if self.otel_traces_exporter:
+            return self.otel_traces_exporter != "none"
+        return bool(self.otel_exporter_otlp_endpoint or self.otel_exporter_otlp_traces_endpoint)
 
     # Models exposed on /v1/models
     model_id: str = "neo-nl-agent"

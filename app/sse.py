@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from app.annotations import url_citations
 from app.errors import error_body, event_status
 from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, SearchResult, UsageInfo
 from graph.answer.events import (
@@ -35,10 +36,12 @@ THINK_OPEN, THINK_CLOSE = "<think>\n", "</think>\n\n"
 
 
 class ChunkRenderer:
-    def __init__(self, *, completion_id: str, created: int, model: str, think_mode: str, openwebui: bool) -> None:
+    def __init__(self, *, completion_id: str, created: int, model: str, think_mode: str, openwebui: bool,
+                 annotate: bool = True) -> None:
         self.id, self.created, self.model = completion_id, created, model
         self.think_mode = think_mode
         self.openwebui = openwebui
+        self.annotate = annotate  # url_citation annotations (not for a JSON answer: its text is no prose)
         self.usage = UsageInfo()
         self.reasoning: list[str] = []
         self.answer: list[str] = []
@@ -50,6 +53,10 @@ class ChunkRenderer:
         self.finish_reason = "stop"  # "length" when the answer stopped at the caller's max_tokens
         self.sources: list[SourceFound] = []  # the answer's cited documents, in the order it first cites them
         self.withdrawn: list[Unsupported] = []  # sentences the support check withdrew, with the stream's correction
+        self._content_chars = 0  # what a stream's `content` holds so far
+        self.answer_offset = 0  # where the answer starts in a stream's `content` (after a think block in tags)
+        self._answer_chars = 0
+        self._corrections: list[tuple[int, int]] = []  # where in the streamed answer the corrections stand
 
     # ------------------------------------------------------------ wire objects
     def _chunk(self, delta: DeltaMessage, finish: str | None = None, usage: UsageInfo | None = None,
@@ -64,6 +71,7 @@ class ChunkRenderer:
         return data
 
     def _content(self, text: str) -> dict[str, Any]:
+        self._content_chars += len(text)
         return self._text_chunk("content", text)
 
     def _text_chunk(self, field: str, text: str) -> dict[str, Any]:
@@ -143,7 +151,12 @@ class ChunkRenderer:
             # the stream has sent the sentences already: it gets the correction that withdraws them; the whole
             # answer (`answer_text`) leaves both out
             self.withdrawn.append(event)
-            return self._answer_text(neutralize(event.correction)) if event.correction else []
+            if not event.correction:
+                return []
+            start = self._answer_chars
+            out = self._answer_text(neutralize(event.correction))
+            self._corrections.append((start, self._answer_chars))
+            return out
         if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, InstructionsIgnored)):
             return []  # the matching Step lines already tell the story in the think block
         if isinstance(event, (Searched, EchoVerdicts)):
@@ -161,16 +174,22 @@ class ChunkRenderer:
     def _answer_text(self, text: str) -> list[dict[str, Any]]:
         if not text:
             return []
+        out = self.close_think()
         if self.first_answer_at is None:
             self.first_answer_at = time.perf_counter()
+            self.answer_offset = self._content_chars
         self.answer.append(text)
-        return self.close_think() + [self._content(text)]
+        self._answer_chars += len(text)
+        return out + [self._content(text)]
 
     def finish(self, include_usage: bool) -> list[dict[str, Any]]:
         out = self._answer_text(self._answer_filter.flush())
         out += self.close_think()
         if self.openwebui:  # Open WebUI lists every status: close it with what the answer rests on, not a repeat
             out.append(self._status(self.final_status or self.last_status, done=True))
+        # Open WebUI turns each annotation into a source of its own: not when it has this service's source events
+        if not self.openwebui and (notes := self.streamed_annotations()):
+            out.append(self._chunk(DeltaMessage(annotations=notes)))
         out.append(self._chunk(DeltaMessage(), finish=self.finish_reason, sources=True))
         if include_usage:
             out.append(self._chunk(DeltaMessage(), usage=self.usage, sources=True))
@@ -196,6 +215,19 @@ class ChunkRenderer:
 
     def _cited(self) -> list[SourceFound]:
         return sorted({s.number: s for s in self.sources}.values(), key=lambda s: s.number)
+
+    def streamed_annotations(self) -> list[dict[str, Any]]:
+        """The `url_citation`s of the content a stream sent: the answer as it went out, after the think block,
+        without the withdrawn sentences and the corrections that name them."""
+        if not self.annotate:
+            return []
+        sentences = [s for event in self.withdrawn for s in event.sentences]
+        return url_citations("".join(self.answer), self.sources, self.answer_offset, sentences, self._corrections)
+
+    @property
+    def annotations(self) -> list[dict[str, Any]]:
+        """The `url_citation`s of the whole answer (`answer_text`), as a non-streamed message carries them."""
+        return url_citations(self.answer_text, self.sources) if self.annotate else []
 
     @property
     def reasoning_text(self) -> str:

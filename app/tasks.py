@@ -138,7 +138,7 @@ async def answer_task(
     prompt = conversation[-1]["content"] if conversation else ""
     if llm is not None:
         try:
-            result = await llm.complete(conversation, fast=True, max_tokens=300)
+            result = await llm.complete(conversation, fast=True, max_tokens=300, step="task")
             return result.text, result.usage
         except LLMError as exc:
             log.warning("task %s: upstream failed (%s); answering deterministically", task, exc)

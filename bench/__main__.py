@@ -113,6 +113,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         "mcp_calls": 5 if smoke else 50,
         "security_requests": 20 if smoke else 500,
         "cache_hits": 3 if smoke else 30,
+        "tracing_runs": 1 if smoke else args.runs,
         "cache_misses": 1 if smoke else 10,
         "relay_streams": scenarios.RELAY_STREAMS,
         "relay_rounds": 1 if smoke else max(1, args.runs // 3),
@@ -183,6 +184,13 @@ async def _relay(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namesp
     data["meta"]["cpu_split"] = data["relay"].pop("cpu_split")  # the same split as the latency part's
 
 
+async def _tracing(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 8c: service CPU per streamed request with OpenTelemetry tracing on and off"""
+    with section(data, "Tracing on and off (section 8c)"):
+        data["tracing"] = await scenarios.tracing_cpu(lab, sizes["tracing_runs"], 0.5 if args.smoke else
+                                                      scenarios.EXPORT_WAIT_S)
+
+
 async def _profile(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
     """section 8b: where the CPU of a streamed answer goes (py-spy), service and bare relay"""
     with section(data, "Where the CPU goes, py-spy (section 8b)"):
@@ -235,7 +243,8 @@ async def _scale(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namesp
 
 
 # --only's names, in the order a run takes them
-PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "profile": _profile, "mcp": _mcp,
+PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "profile": _profile,
+         "tracing": _tracing, "mcp": _mcp,
          "cache": _cache, "sweep": _sweep, "security": _security, "scale": _scale}
 
 

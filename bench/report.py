@@ -33,6 +33,7 @@ TARGETS = {
     "overhead_ms": 15.0,
     "relay_ratio": 1.3,  # service CPU per streamed request / the bare relay's (factual, sequential)
     "relay_streams_ratio": 1.5,  # the same at RELAY_STREAMS concurrent streams
+    "tracing_ratio": 1.1,  # service CPU per streamed request with tracing on / off (every traced type)
     "speedup_4": 3.3,
     "sides_calls": 2.0,  # a comparison's answer time (first answer token to [DONE]), in answer calls, sides at once
     "sides_noise": 0.05,  # one by one against today's n + 1 calls; sides at once' first token against one by one's
@@ -62,6 +63,7 @@ SECTIONS = (
     "## 7. Response cache",
     "## 8. Service CPU per streamed request vs a bare relay",
     "## 8b. Where the service's CPU goes",
+    "## 8c. Tracing on and off",
     "## 9. Access check and instruction filter",
     "## 10. Past a sample corpus: ingest, index update, search, memory",
     "## What the numbers show",
@@ -126,6 +128,12 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
         out["relay"] = {part: relay_ratios(data["relay"][part]) for part in ("sequential", "concurrent")}
         out["checks"] += [relay_check(out["relay"]["sequential"]),
                           relay_check(out["relay"]["concurrent"], data["relay"]["streams"])]
+    if "tracing" in data:
+        out["tracing"] = tracing_ratios(data["tracing"]["tallies"])
+        heaviest = max(out["tracing"], key=out["tracing"].get)
+        out["checks"].append(("Service CPU per streamed request, tracing on vs off", f"≤ {t['tracing_ratio']}×",
+                              f"{out['tracing'][heaviest]:.2f}× ({heaviest})",
+                              out["tracing"][heaviest] <= t["tracing_ratio"]))
     if "speedup" in data:
         par, seq = data["speedup"]["parallel"], data["speedup"]["sequential"]
         out["speedup"] = {
@@ -219,6 +227,12 @@ def relay_ratios(tallies: dict[str, CpuTally]) -> dict[str, float]:
     """Service CPU per request / the relay's, per query type (NaN where either was not measured)."""
     relay = tallies[RELAY].per_request
     return {kind: tallies[kind].per_request / relay if relay > 0 else float("nan") for kind in TYPES}
+
+
+def tracing_ratios(tallies: dict[tuple[str, str], CpuTally]) -> dict[str, float]:
+    """Per query type: CPU per request with tracing on / off."""
+    kinds = dict.fromkeys(kind for kind, _ in tallies)
+    return {kind: tallies[kind, "on"].per_request / tallies[kind, "off"].per_request for kind in kinds}
 
 
 def relay_check(ratios: dict[str, float], streams: int = 0) -> tuple[str, str, str, bool | None]:
@@ -908,6 +922,30 @@ def _relay_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
     ])
 
 
+def _tracing_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
+    tracing, ratios = data["tracing"], judged["tracing"]
+    rows = []
+    for kind, ratio in ratios.items():
+        off, on = tracing["tallies"][kind, "off"], tracing["tallies"][kind, "on"]
+        rows.append([kind, off.requests, ms(off.per_request, 2), ms(on.per_request, 2), f"{ratio:.2f}×",
+                     f"{off.failed} / {on.failed}", mark(ratio <= TARGETS["tracing_ratio"])])
+    return "\n".join([
+        "## 8c. Tracing on and off",
+        "",
+        "What OpenTelemetry costs a traced service (README, Tracing): two fresh services, one exporting OTLP/HTTP "
+        "to a collector that takes every export (a thread of the benchmark that keeps only counts), one without "
+        "tracing (no provider: the pipeline's spans go to the no-op tracer). Both alone on the service core as "
+        "in section 8, one request at a time, each request through one followed by the same question through "
+        "the other, after a warm-up whose spans were exported first. CPU as in section 8, plus "
+        f"{tracing['export_wait_s']:.1f} s after the last request, counted for both and spread over their "
+        "requests, in which the batch processor exports the last spans. "
+        f"{tracing['exports']} exports, {tracing['export_bytes'] / 1000:.0f} kB in all.",
+        "",
+        table(["type", "requests each", "CPU / request, off (ms)", "on (ms)", "on / off", "failed (off / on)",
+               f"≤ {TARGETS['tracing_ratio']}×"], rows),
+    ])
+
+
 def _profile_section(data: dict[str, Any]) -> str:
     profile = data["profile"]
     streams = profile["streams"]
@@ -1171,6 +1209,8 @@ def write_report(data: dict[str, Any], path: Path) -> Path:
         sections.append(_relay_section(data, judged))
     if "profile" in data:
         sections.append(_profile_section(data))
+    if "tracing" in data:
+        sections.append(_tracing_section(data, judged))
     if "security" in data:
         sections.append(_security_section(data))
     if "scale" in data:

@@ -46,6 +46,7 @@ from bench.harness import (
     union_length,
 )
 from bench.stacks import Recorder
+from tests.fakes.otlp import OtlpReceiver
 
 QUESTIONS = {
     "factual": "Wanneer vervalt de vergunning van kerncentrale Borssele?",
@@ -396,6 +397,46 @@ async def cpu_profile(lab: Lab, runs: int, streams: int, requests: int) -> dict[
         lab.stop(relay_proc)
         lab.stop(proc)
     return out
+
+
+TRACED_TYPES = ("factual", "comparative")  # the fewest spans and the most
+EXPORT_WAIT_S = 6.0  # the SDK's batch processor exports every 5 s: the last batch lands inside the measured window
+
+
+async def tracing_cpu(lab: Lab, runs: int, export_wait_s: float = EXPORT_WAIT_S) -> dict[str, Any]:
+    """Section 8c: CPU per streamed request of a service with tracing on (OTLP/HTTP to a receiver in a thread of
+    this process, which exports reach every few seconds) and of one
+    with tracing off, both alone on the service core, `runs` per type one at a time, each request through one
+    followed by the same through the other. The exports run in the traced service's own thread every few seconds:
+    after the last request both services are given `export_wait_s` more, counted, so the last batch is paid for."""
+    sink = OtlpReceiver(decode=False)  # a collector that takes every export and keeps only counts
+    off_proc, off_base = lab.service("service-trace-off")
+    on_proc, on_base = lab.service("service-trace-on", OTEL_EXPORTER_OTLP_ENDPOINT=sink.url)
+    streamers = {"off": Streamer(off_proc, off_base, service_ok), "on": Streamer(on_proc, on_base, service_ok)}
+    tallies = {(kind, key): CpuTally() for kind in TRACED_TYPES for key in streamers}
+    try:
+        with lab.isolated(off_proc, on_proc):
+            async with new_client() as client:
+                for streamer in streamers.values():
+                    await _warm_up(client, streamer, [QUESTIONS[k] for k in TRACED_TYPES])
+                await asyncio.sleep(export_wait_s)  # the warm-up's spans are exported before anything counts
+                for i in range(runs):
+                    for kind in TRACED_TYPES:
+                        for key, streamer in streamers.items():
+                            cpu, ok = await _cpu_one(client, streamer, QUESTIONS[kind])
+                            tallies[kind, key].add(cpu, [ok])
+                    print(f"  tracing on/off: round {i + 1}/{runs}", flush=True)
+                before = {key: s.proc.cpu_s() for key, s in streamers.items()}
+                await asyncio.sleep(export_wait_s)
+                for key, streamer in streamers.items():  # spread over the requests, by type
+                    tail = streamer.proc.cpu_s() - before[key]
+                    for kind in TRACED_TYPES:
+                        tallies[kind, key].cpu_s += tail / len(TRACED_TYPES)
+    finally:
+        lab.stop(on_proc)
+        lab.stop(off_proc)
+        sink.stop()
+    return {"tallies": tallies, "exports": sink.exports, "export_bytes": sink.bytes, "export_wait_s": export_wait_s}
 
 
 def failure(run: Run) -> str:

@@ -7,7 +7,8 @@
                                                                               +-> synthesize -> END
 
 Which node comes next is decided by the small functions below; whether research goes on is decided by
-`graph/loop.py:decide`, which `judge` applies.
+`graph/loop.py:decide`, which `judge` applies. Each node runs in a span of its own (`traced`: a no-op unless
+tracing is configured).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 
+from graph.clients.tracing import traced
 from graph.context import Context
 from graph.nodes.deep_read import deep_read
 from graph.nodes.explore import explore
@@ -64,14 +66,14 @@ def on_loop(decide: Callable[[State], Any]) -> Callable[[State], Any]:
 
 def build_graph():
     graph = StateGraph(State, context_schema=Context)
-    graph.add_node("route", route)
-    graph.add_node("explore", explore)
-    graph.add_node("plan", plan)
-    graph.add_node("research", research)
-    graph.add_node("deep_read", deep_read)
-    graph.add_node("summarize", summarize)
-    graph.add_node("judge", judge)
-    graph.add_node("synthesize", synthesize)
+    graph.add_node("route", traced(route))
+    graph.add_node("explore", traced(explore))
+    graph.add_node("plan", traced(plan))
+    graph.add_node("research", traced(research))
+    graph.add_node("deep_read", traced(deep_read))
+    graph.add_node("summarize", traced(summarize))
+    graph.add_node("judge", traced(judge))
+    graph.add_node("synthesize", traced(synthesize))
     graph.add_edge(START, "route")
     graph.add_conditional_edges("route", on_loop(after_route), ["plan", "explore"])
     graph.add_conditional_edges("explore", on_loop(after_explore), ["plan", "deep_read"])

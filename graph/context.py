@@ -14,21 +14,41 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from opentelemetry.trace import Tracer
+
 from graph.answer.prompts import Prompts
 from graph.clients.cache import Cache, cache_key
 from graph.clients.llm import LLMClient
 from graph.clients.mcp_client import Documents
+from graph.clients.tracing import NOOP
 from graph.collections import Catalog
 from graph.config import PipelineConfig
-from graph.models import Language, Usage
+from graph.models import Evidence, Language, Usage
 
 Depth = Literal["low", "medium", "high"] | None
 
 
 @dataclass(frozen=True, slots=True)
+class SearchFilters:
+    """The request's `filters` (README, "Filters and search"). `collections` and `language` narrow the caller's
+    catalog before the run (`app.filters`), so routing, research and every message see only what is left; `kind`
+    keeps the passages of every search that are official texts, or only the summaries."""
+
+    collections: tuple[str, ...] = ()  # as the request named them
+    kind: Literal["official", "summary"] | None = None
+    language: Language | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.collections or self.kind or self.language)
+
+    def admits(self, evidence: Evidence) -> bool:
+        return self.kind is None or evidence.summary == (self.kind == "summary")
+
+
+@dataclass(frozen=True, slots=True)
 class AnswerOptions:
     """What the caller asked of the answer (the OpenAI request fields that change it), for the answer call only:
-    the research steps keep their own settings."""
+    the research steps keep their own settings, except for the research depth and the search filters."""
 
     max_tokens: int | None = None  # `max_completion_tokens` / `max_tokens`: the answer text at most
     stop: tuple[str, ...] = ()
@@ -38,6 +58,7 @@ class AnswerOptions:
     json_schema: dict[str, Any] | None = None  # `response_format`: a JSON answer valid for this schema
     json_hint: str = ""  # the caller's own words about the JSON (its system messages), for `json_object`
     depth: Depth = None  # `reasoning_effort`: low = the cheapest path, high = the full loop, medium/None = adaptive
+    filters: SearchFilters = SearchFilters()
 
     @property
     def structured(self) -> bool:
@@ -69,6 +90,7 @@ class Context:
     fingerprint: str = ""  # configuration and prompt version: a change invalidates cached plans
     # the deployment's key for the passage fences of a request with a `seed` (FENCE_KEY; random per process)
     fence_key: bytes = field(default_factory=lambda: secrets.token_bytes(16))
+    tracer: Tracer = NOOP  # the nodes' spans (`graph/clients/tracing.py`); a no-op tracer unless tracing is configured
     # per request
     tenant: str = "anonymous"  # hashed API key: cached plans are never shared across keys
     language: Language = "nl"  # the language of the question, and so of every line and the answer

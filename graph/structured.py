@@ -95,10 +95,10 @@ async def _complete(ctx: Context, step: str, prompt: str, max_tokens: int, reply
     started = time.perf_counter()
     try:
         if reply is None:
-            result = await ctx.llm.complete(chat, fast=True, max_tokens=max_tokens)
+            result = await ctx.llm.complete(chat, fast=True, max_tokens=max_tokens, step=step)
         else:
             result = await ctx.llm.complete_json(chat, name=reply.__name__, schema=strict_schema(reply), fast=True,
-                                                 max_tokens=max_tokens)
+                                                 max_tokens=max_tokens, step=step)
     except LLMError as exc:
         fallback(ctx, step, "unavailable", exc)
         return None

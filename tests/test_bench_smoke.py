@@ -86,7 +86,7 @@ def assert_profile_section(report: str) -> None:
 
 def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "BENCHMARKS.md")
-    assert SECTIONS[-5] == RELAY_SECTION
+    assert SECTIONS[-6] == RELAY_SECTION
     for heading in SECTIONS:
         assert heading in report, heading
     for query_type in TYPES:
@@ -102,6 +102,9 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     assert "overhead p50, cores shared" in report and "| factual |" in report.split("cores shared", 1)[1]
     assert_relay_section(report)
     assert_profile_section(report)
+    # tracing on and off, both query types it takes, each with its ratio
+    for kind in ("factual", "comparative"):
+        assert re.search(rf"^\| {kind} \| 1 \| \d+\.\d\d \| \d+\.\d\d \| \d\.\d\d× \| 0 / 0 \|", report, re.M), kind
     assert "not answered from the cache" not in report  # every repeated question was a cache hit
     # the parallel research phase has the sub-agents' model calls to run at once (MODEL_CONDENSE)
     assert re.search(r"^\| 4 \| “[^”]+” \| 1 \| \d+ \| \d+ \| [\d.]+x \| \d+ \| \d+ \| [\d.]+x \| 4 / 1 \|", report, re.M)
@@ -127,7 +130,7 @@ def test_bench_only_runs_the_parts_asked_for(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "relay.md", "--only", "relay")
     assert "Only some parts ran (`--only relay`)" in report
     assert_relay_section(report)
-    for heading in SECTIONS[2:-5]:  # sections 1-7
+    for heading in SECTIONS[2:-6]:  # sections 1-7
         assert heading not in report, heading
     assert "## Headline" in report and "## What the numbers show" in report
 

@@ -28,3 +28,8 @@ _BOUNDARY = re.compile(r"(?<=[.!?])" + NOT_ABBREVIATED + rf"\s+(?=[{_OPENS}])")
 def split(paragraph: str) -> list[str]:
     """The sentences of one paragraph (no line ends inside)."""
     return _BOUNDARY.split(paragraph)
+
+
+def boundaries(text: str) -> list[int]:
+    """Where each sentence of `text` after the first starts (`split`'s cuts)."""
+    return [m.end() for m in _BOUNDARY.finditer(text)]

@@ -15,14 +15,17 @@ import json
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 from httpx_aiohttp import AiohttpTransport
 from httpx_sse import EventSource, SSEError
+from opentelemetry.trace import Tracer
 
 from graph.answer.sanitize import InlineReasoningSplitter
+from graph.clients.tracing import NOOP, end_model_span, model_span, with_trace_context
 from graph.clients.transport import IDLE_EXPIRY_S, failure_name
 from graph.models import Usage
 
@@ -128,7 +131,10 @@ class LLMClient:
         max_concurrency: int = 8,
         max_retries: int = 2,
         backoff_s: float = 0.5,
+        tracer: Tracer = NOOP,
+        capture_content: bool = False,
     ) -> None:
+        self.tracer, self.capture_content = tracer, capture_content  # a span per call (`graph/clients/tracing.py`)
         self.model = model
         self.fast_model = fast_model or model
         self.timeout_s = timeout_s
@@ -188,7 +194,7 @@ class LLMClient:
 
     async def complete_json(
         self, messages: list[dict[str, str]], *, name: str, schema: dict[str, Any], fast: bool = True,
-        max_tokens: int | None = None, strict: bool = True, sampling: dict[str, Any] | None = None,
+        max_tokens: int | None = None, strict: bool = True, sampling: dict[str, Any] | None = None, step: str = "",
     ) -> Completion:
         """A call whose reply must be JSON of `schema`, in the strongest mode the upstream accepts.
 
@@ -200,7 +206,7 @@ class LLMClient:
         for mode in modes:
             try:
                 result = await self.complete(messages, fast=fast, max_tokens=max_tokens, sampling=sampling,
-                                             reply_format=response_format(mode, name, schema, strict))
+                                             reply_format=response_format(mode, name, schema, strict), step=step)
             except LLMError as exc:
                 if mode == "prompt" or not exc.rejects_format:
                     raise
@@ -214,16 +220,31 @@ class LLMClient:
 
     async def complete(
         self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None,
-        reply_format: dict[str, Any] | None = None, sampling: dict[str, Any] | None = None,
+        reply_format: dict[str, Any] | None = None, sampling: dict[str, Any] | None = None, step: str = "",
     ) -> Completion:
         """Non-streaming call with bounded retries; returns the answer text (reasoning removed) and usage."""
+        span = model_span(self.tracer, self.fast_model if fast else self.model, step, max_tokens, False)
+        try:
+            result = await self._complete(messages, fast, max_tokens, reply_format, sampling,
+                                          with_trace_context({}, span))
+        except BaseException as exc:
+            end_model_span(span, input_tokens=0, output_tokens=0, finish="", capture=self.capture_content,
+                           messages=messages, error=exc)
+            raise
+        end_model_span(span, input_tokens=result.usage.prompt_tokens, output_tokens=result.usage.completion_tokens,
+                       finish=result.finish_reason, capture=self.capture_content, messages=messages, reply=result.text)
+        return result
+
+    async def _complete(self, messages: list[dict[str, str]], fast: bool, max_tokens: int | None,
+                        reply_format: dict[str, Any] | None, sampling: dict[str, Any] | None, headers: dict[str, str]
+                        ) -> Completion:
         body = self._body(messages, fast, max_tokens, stream=False, reply_format=reply_format, sampling=sampling)
         prompt_chars = "".join(m["content"] for m in messages)
         async with self._gate:
             for attempt in range(self.max_retries + 1):
                 try:
                     async with asyncio.timeout(self.timeout_s):
-                        response = await self._http.post("chat/completions", json=body)
+                        response = await self._http.post("chat/completions", json=body, headers=headers)
                         await _raise_for_status(response)
                         try:
                             payload = response.json()
@@ -247,7 +268,7 @@ class LLMClient:
 
     async def stream(
         self, messages: list[dict[str, str]], *, fast: bool = False, max_tokens: int | None = None,
-        stop: Callable[[str], bool] | None = None, sampling: dict[str, Any] | None = None,
+        stop: Callable[[str], bool] | None = None, sampling: dict[str, Any] | None = None, step: str = "",
     ) -> AsyncIterator[str | StreamEnd]:
         """Stream answer text deltas as the upstream produces them; the last item is a `StreamEnd` (the call's
         `Usage` and why it ended: "length" when it reached `max_tokens`).
@@ -259,14 +280,39 @@ class LLMClient:
         """
         body = self._body(messages, fast, max_tokens, stream=True, sampling=sampling)
         prompt_chars = "".join(m["content"] for m in messages)
+        # the call's span ends with it, however it ends (the reader may stop early: `aclose`)
+        span = model_span(self.tracer, body["model"], step, max_tokens, True)
+        headers = with_trace_context({}, span)
+        produced: list[str] = []
+        end: StreamEnd | None = None
+        failure: BaseException | None = None
+        try:
+            # closed with this generator: a reader that stops early ends the upstream call and frees its slot
+            async with aclosing(self._stream(body, prompt_chars, headers, produced, stop)) as pieces:
+                async for piece in pieces:
+                    if isinstance(piece, StreamEnd):
+                        end = piece
+                    yield piece
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            end_model_span(span, input_tokens=end.usage.prompt_tokens if end else 0,
+                           output_tokens=end.usage.completion_tokens if end else 0,
+                           finish=end.finish_reason if end else "", capture=self.capture_content, messages=messages,
+                           reply="".join(produced) if self.capture_content else "",
+                           error=failure if not isinstance(failure, GeneratorExit) else None)
+
+    async def _stream(self, body: dict[str, Any], prompt_chars: str, headers: dict[str, str], produced: list[str],
+                      stop: Callable[[str], bool] | None) -> AsyncIterator[str | StreamEnd]:
         async with self._gate:
             for attempt in range(self.max_retries + 1):
                 splitter = InlineReasoningSplitter()
-                produced: list[str] = []
+                produced.clear()
                 usage_payload: dict[str, Any] | None = None
                 finished = ""
                 try:
-                    async with self._http.stream("POST", "chat/completions", json=body) as response:
+                    async with self._http.stream("POST", "chat/completions", json=body, headers=headers) as response:
                         await _raise_for_status(response)
                         async for event in EventSource(response).aiter_sse():
                             if event.data.strip() == "[DONE]":

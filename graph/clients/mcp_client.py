@@ -16,6 +16,7 @@ import json
 import logging
 import re
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +27,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
 from mcp.types import CallToolResult, Implementation
+from opentelemetry.trace import Span, SpanKind, Tracer
 
 from graph.clients.mcp_direct import DirectCalls, per_request
+from graph.clients.tracing import NOOP
 from graph.clients.transport import IDLE_EXPIRY_S, failure_name
 from graph.models import Evidence
 
@@ -216,9 +219,11 @@ class _Session:
 
 class DocumentClient:
     def __init__(
-        self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None, mode: str = "auto"
+        self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None, mode: str = "auto",
+        tracer: Tracer = NOOP,
     ) -> None:
         self.url = url
+        self.tracer = tracer  # a span per tool call (`graph/clients/tracing.py`)
         # "auto" negotiates: the per-request 2026 protocol where the server speaks it (no shared session stream,
         # so parallel calls do not queue behind each other: docs/BENCHMARKS.md, section 6), else the initialize
         # handshake; "legacy" always uses the handshake with a stateful session.
@@ -297,20 +302,37 @@ class DocumentClient:
         return "read_document" in self.tools
 
     async def search(self, collection: str, query: str) -> list[Evidence]:
-        output = await self._call("search_collection", {"query": query, "collection": collection})
-        return to_evidence(collection, output)
+        with self._span("search_collection", collection) as span:
+            output = await self._call("search_collection", {"query": query, "collection": collection})
+            found = to_evidence(collection, output)
+            span.set_attribute("neo.results", len(found))
+        return found
 
     async def list_documents(self, query: str) -> list[DocumentRef]:
-        output = await self._call("list_documents", {"query": query})
-        return parse_document_list("\n".join(output.texts), self._display_to_name)
+        with self._span("list_documents") as span:
+            output = await self._call("list_documents", {"query": query})
+            found = parse_document_list("\n".join(output.texts), self._display_to_name)
+            span.set_attribute("neo.results", len(found))
+        return found
 
     async def read_document(self, collection: str, doc_id: str, query: str | None = None) -> list[Evidence]:
         """Full text (or the sections relevant to `query`) as evidence; falls back to search when absent."""
         await self._client()
         if not self.has_read_document:
             return [e for e in await self.search(collection, query or doc_id) if e.doc_id == doc_id]
-        output = await self._call("read_document", {"doc_id": doc_id, "collection": collection, "query": query})
-        return to_evidence(collection, output)
+        with self._span("read_document", collection) as span:
+            output = await self._call("read_document", {"doc_id": doc_id, "collection": collection, "query": query})
+            found = to_evidence(collection, output)
+            span.set_attribute("neo.results", len(found))
+        return found
+
+    def _span(self, tool: str, collection: str = "") -> AbstractContextManager[Span]:
+        """A tool call's span (the MCP semantic conventions' names), current while it runs: a direct call sends its
+        `traceparent` on (the SDK's session path does not)."""
+        attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "gen_ai.operation.name": "execute_tool"}
+        if collection:
+            attributes["neo.collection"] = collection
+        return self.tracer.start_as_current_span(f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes)
 
 
 class VisibleDocuments:

@@ -39,6 +39,8 @@ from mcp.types import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from graph.clients.tracing import with_trace_context
+
 
 class DirectCallError(Exception):
     """The server answered a direct call with an HTTP or JSON-RPC error (treated as the SDK's errors are)."""
@@ -77,6 +79,7 @@ class DirectCalls:
         headers = {**self._headers, MCP_NAME_HEADER: encode_header_value(tool)}
         if tool in self._header_maps:
             headers.update(mcp_param_headers(self._header_maps[tool], arguments))
+        with_trace_context(headers)  # the tool call's span (current here) goes on at the document server
         async with self._http.post(self._url, data=body, headers=headers) as response:
             if response.status != 200:
                 raise DirectCallError(f"HTTP {response.status}")

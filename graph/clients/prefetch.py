@@ -23,7 +23,7 @@ class Prefetched:
     failed). `seconds`: from the start of the call to its `StreamEnd`, not to the reading of it."""
 
     def __init__(self, llm: LLMClient, messages: list[dict[str, str]], *, max_tokens: int | None,
-                 stop: Callable[[str], bool], sampling: dict[str, Any] | None = None) -> None:
+                 stop: Callable[[str], bool], sampling: dict[str, Any] | None = None, step: str = "") -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
         self._cut = False
         self.started = time.perf_counter()
@@ -33,7 +33,7 @@ class Prefetched:
             return self._cut or stop(text)
 
         self._task = asyncio.create_task(self._run(llm.stream(messages, max_tokens=max_tokens, stop=stops,
-                                                              sampling=sampling)))
+                                                              sampling=sampling, step=step)))
 
     async def _run(self, stream: AsyncIterator[str | StreamEnd]) -> None:
         try:

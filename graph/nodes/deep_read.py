@@ -35,5 +35,6 @@ async def deep_read(state: State, runtime: Runtime[Context]) -> dict:
         except DocumentError as exc:
             degrade("documents")
             gaps.append(messages.line("gap", language, coll=ctx.display(name), error=exc))
+    evidence = [e for e in evidence if ctx.answer.filters.admits(e)]
     emit(Step(messages.line("found", language, coll=", ".join(map(ctx.display, route.collections)), n=len(evidence))))
     return {"evidence": screen(evidence), "gaps": gaps}  # without sentences addressed to the model

@@ -62,7 +62,7 @@ async def write_json(ctx: Context, ledger: Ledger, user: str, system: str) -> tu
         started = time.perf_counter()
         result = await ctx.llm.complete_json(prompt, name="answer", schema=schema, fast=False, strict=False,
                                              max_tokens=ctx.answer.max_tokens or ctx.config.answer_max_tokens,
-                                             sampling=ctx.answer.sampling())
+                                             sampling=ctx.answer.sampling(), step="synthesize")
         usage += result.usage
         emit(UsageEvent(result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.calls, "synthesize",
                         time.perf_counter() - started))

@@ -71,6 +71,14 @@ def focus(hits: list[Evidence], doc_ids: list[str], limit: int) -> list[Evidence
     return hits[:limit]
 
 
+async def gather(ctx: Context, task: ResearchTask) -> list[Evidence]:
+    """What a task keeps of its searches: the hits the request's filters admit, its focus documents first, cut at
+    its limit, without sentences addressed to the model (before any prompt or quote is built). `POST /v1/search`
+    answers with the same (`graph/nodes/search.py`)."""
+    hits = [h for h in await search_all(ctx, task) if ctx.answer.filters.admits(h)]
+    return screen(focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3 + 3 * len(task.extra)))
+
+
 async def condense(task: ResearchTask, question: str, evidence: list[Evidence], ctx: Context
                    ) -> tuple[list[Fact], Usage]:
     """The sub-agent's key facts: one fast-model call, or its best sentences offline and as the fallback."""
@@ -102,14 +110,12 @@ async def research(state: ResearchInput, runtime: Runtime[Context]) -> ResearchO
     emit(SubAgentStatus(task.label, "started"))
     emit(Step(messages.line("searching", language, coll=task.label, query=" · ".join(task.queries))))
     try:
-        hits = await search_all(ctx, task)
+        evidence = await gather(ctx, task)
     except DocumentError as exc:
         emit(SubAgentStatus(task.label, "failed", str(exc)))
         degrade("documents", messages.line("failed", language, coll=task.label, error=exc))
         gap = messages.line("gap", language, coll=ctx.display(task.collection), error=exc)
         return {"outcomes": [Outcome(task_id=task.id, collection=task.collection, error=str(exc))], "gaps": [gap]}
-    # what the sub-agent keeps, without sentences addressed to the model (before any prompt or quote is built)
-    evidence = screen(focus(hits, task.doc_ids, task.limit + (task.depth - 1) * 3 + 3 * len(task.extra)))
     outcome = Outcome(task_id=task.id, collection=task.collection)
     if where := pages_read(evidence):
         emit(Step(messages.line("pages_read", language, coll=task.label, where=where)))

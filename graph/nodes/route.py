@@ -78,10 +78,26 @@ async def classify(question: str, ctx: Context) -> tuple[Route | None, Usage]:
     return (Route.model_validate(value) if value else None), usage
 
 
+def filter_items(ctx: Context) -> str:
+    """The request's filters as the think block names them ("collecties A, B · alleen officiële teksten")."""
+    filters, language = ctx.answer.filters, ctx.language
+    items = []
+    if filters.collections:
+        names = dict.fromkeys(ctx.display(ctx.catalog.resolve(c) or c) for c in filters.collections)
+        items.append(messages.line("filter_collections", language, names=", ".join(names)))
+    if filters.kind:
+        items.append(messages.line(f"filter_{filters.kind}", language))
+    if filters.language:
+        items.append(messages.line("filter_language", language, name=messages.language_name(filters.language, language)))
+    return " · ".join(items)
+
+
 async def route(state: State, runtime: Runtime[Context]) -> dict:
     ctx, language = runtime.context, runtime.context.language
     question, usage = state["question"], Usage()
     update: dict = {}
+    if ctx.answer.filters:
+        emit(Step(messages.line("filters", language, items=filter_items(ctx))))
     if ctx.answer.depth:  # the caller chose a research depth (`reasoning_effort`)
         emit(Step(messages.line(f"depth_{ctx.answer.depth}", language, rounds=ctx.config.max_iterations)))
     if is_follow_up(question, any(t.role == "user" for t in state["history"])):

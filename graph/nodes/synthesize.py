@@ -287,7 +287,7 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
 
     started = time.perf_counter()
     pieces = call.pieces() if call is not None else ctx.llm.stream(
-        answer_prompt(system, user), max_tokens=max_tokens, stop=stop, sampling=ctx.answer.sampling())
+        answer_prompt(system, user), max_tokens=max_tokens, stop=stop, sampling=ctx.answer.sampling(), step=step)
     async for piece in pieces:
         if isinstance(piece, StreamEnd):
             usage = piece.usage
@@ -365,7 +365,7 @@ async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[st
     calls: list[Prefetched | None] = [None] * len(prompts)
     if ctx.llm.max_concurrency > 1:  # the first side is started by its reader, before any of these runs
         calls[1:] = [Prefetched(ctx.llm, answer_prompt(system, user), max_tokens=tokens, stop=repeating,
-                                sampling=ctx.answer.sampling()) for _, _, user, _ in prompts[1:]]
+                                sampling=ctx.answer.sampling(), step="synthesize_side") for _, _, user, _ in prompts[1:]]
     usage, written = Usage(), []
     try:
         for (name, numbers, user, echo), call in zip(prompts, calls, strict=True):

@@ -156,6 +156,7 @@ class FakeLLM:
         self._rules: list[_Rule] = []
         self._default = Reply()
         self._requests: list[dict[str, Any]] = []
+        self._traceparents: list[str] = []  # the W3C `traceparent` header of each request ("" without one)
         self._timings: list[dict[str, float | None]] = []
         self._in_flight = 0
         self._peak = 0
@@ -264,6 +265,7 @@ class FakeLLM:
             self._rules.clear()
             self._default = Reply()
             self._requests.clear()
+            self._traceparents.clear()
             self._timings.clear()
             self._disconnects = 0
             self._peak = self._in_flight
@@ -284,6 +286,11 @@ class FakeLLM:
     def requests(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def traceparents(self) -> list[str]:
+        with self._lock:
+            return list(self._traceparents)
 
     @property
     def calls(self) -> int:
@@ -324,10 +331,11 @@ class FakeLLM:
             time.sleep(0.01)
         return True
 
-    def _begin(self, body: dict[str, Any], arrived: float) -> _Track:
+    def _begin(self, body: dict[str, Any], arrived: float, traceparent: str = "") -> _Track:
         track = _Track(timing={"start": arrived, "first_token": None, "end": None})
         with self._lock:
             self._requests.append(body)
+            self._traceparents.append(traceparent)
             self._timings.append(track.timing)
             self._in_flight += 1
             self._peak = max(self._peak, self._in_flight)
@@ -368,7 +376,7 @@ class FakeLLM:
             await JSONResponse(error_body(400, problem), 400)(scope, receive, send)
             return
         reply = self._match(body)
-        track = self._begin(body, arrived)
+        track = self._begin(body, arrived, dict(scope["headers"]).get(b"traceparent", b"").decode("latin-1"))
         self._loop = asyncio.get_running_loop()
         transport = _transport(send)
         if transport is not None:

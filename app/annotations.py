@@ -1,0 +1,96 @@
+"""OpenAI `url_citation` annotations: which words of the answer each `[n]` marker vouches for.
+
+A marker cites the sentence (or clause) before it: from the end of the previous marker on the same line, or the
+sentence's start, or the line's start after list and heading markup, to the marker itself (its spacing left out).
+Several markers in a row ("[1][2]") cite the same words. Spans index the message's `content` as the client
+assembles it, in Unicode code points (Python `str`), `end_index` exclusive: `content[start:end]` is the cited
+text. Sentences the support check withdrew, and the correction a stream appends for them, carry none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from graph.answer.events import SourceFound
+from graph.answer.sentences import boundaries
+
+_RUN = re.compile(r"(?:\[\d+\])+")  # markers as the citation filter leaves them: [1], [1][3]
+_NUMBER = re.compile(r"\d+")
+_LEAD = re.compile(r"[ \t]*(?:[-*•>]+[ \t]+|#+[ \t]+|\d+[.)][ \t]+)?")  # a list item's or heading's markup
+_OPENING = " \t,;:.!?)"  # what separates a clause from the marker before it
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    start: int
+    end: int  # exclusive
+    numbers: tuple[int, ...]  # the markers citing it, in order
+
+
+def cited_spans(text: str, withdrawn: Iterable[str] = (), skip: Iterable[tuple[int, int]] = ()) -> list[Span]:
+    """Every marker run of `text` with the words it cites. `withdrawn`: sentences whose words carry no citation;
+    `skip`: (start, end) regions of `text` whose markers count for nothing (a stream's correction)."""
+    withdrawn = [w for w in withdrawn if w]
+    skip = list(skip)
+    out: list[Span] = []
+    line_start = 0
+    for line in text.split("\n"):
+        floor = last = line_start + _LEAD.match(line).end()
+        on_line = False  # whether out[-1] is a span of this line
+        for run in _RUN.finditer(line):
+            at, numbers = line_start + run.start(), _numbers(run.group())
+            segment = text[last:at]
+            cut = (boundaries(segment) or [0])[-1]  # the sentence the marker closes
+            lead = cut + len(segment[cut:]) - len(segment[cut:].lstrip(_OPENING))
+            words = segment[lead:].rstrip()
+            if words:
+                out.append(Span(last + lead, last + lead + len(words), numbers))
+                on_line = True
+            elif on_line:  # "[1] [2]": the next marker of the same words
+                out[-1] = Span(out[-1].start, out[-1].end, out[-1].numbers + numbers)
+            last = max(floor, line_start + run.end())
+        line_start += len(line) + 1
+    return [s for s in out if not _excluded(s, text, withdrawn, skip)]
+
+
+def _numbers(run: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in _NUMBER.findall(run))
+
+
+def _excluded(span: Span, text: str, withdrawn: list[str], skip: list[tuple[int, int]]) -> bool:
+    if any(a <= span.start < b for a, b in skip):
+        return True
+    words = text[span.start:span.end]
+    return any(words in sentence for sentence in withdrawn)
+
+
+def deep_link(url: str, page: int | None) -> str:
+    """A source's address with its page for a paged document (`#page=N`, which PDF viewers open at), when the
+    address names no place of its own."""
+    if url and page is not None and not urlsplit(url).fragment:
+        return f"{url}#page={page}"
+    return url
+
+
+def display_title(source: SourceFound) -> str:
+    return f"{source.title}, {source.pages}" if source.pages else source.title
+
+
+def url_citations(text: str, sources: list[SourceFound], offset: int = 0, withdrawn: Iterable[str] = (),
+                  skip: Iterable[tuple[int, int]] = ()) -> list[dict]:
+    """One `url_citation` per marker of `text` that names a cited source, its span moved by `offset` (what the
+    message's content holds before `text`: a stream's think block)."""
+    by_number = {s.number: s for s in sources}
+    out = []
+    for span in cited_spans(text, withdrawn, skip):
+        for n in span.numbers:
+            source = by_number.get(n)
+            if source is None:
+                continue
+            out.append({"type": "url_citation", "url_citation": {
+                "url": deep_link(source.url, source.page), "title": display_title(source),
+                "start_index": span.start + offset, "end_index": span.end + offset}})
+    return out

@@ -1,0 +1,76 @@
+"""OpenTelemetry for the service (README, Tracing): a tracer provider of its own with an OTLP/HTTP exporter, the
+FastAPI instrumentation for the server span; `trace_id` for the response header and the log lines. Off unless the
+settings name a collector or an exporter: then no provider, no exporter and no instrumentation exist, and the
+pipeline's spans (`graph/clients/tracing.py`) go to OpenTelemetry's no-op tracer.
+
+The provider is the service's, not the process-wide one: tests run services with and without tracing in one
+process, and a library that sets its own global provider does not receive the service's spans."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
+
+from app.settings import Settings
+from graph.clients.tracing import NOOP
+
+log = logging.getLogger(__name__)
+SKIPPED_URLS = "health,metrics"  # probes and scrapes: no trace each
+
+
+@dataclass
+class Tracing:
+    tracer: Tracer = NOOP
+    provider: Any = None  # opentelemetry.sdk.trace.TracerProvider when on
+    capture_content: bool = False
+
+    @property
+    def on(self) -> bool:
+        return self.provider is not None
+
+    def instrument(self, app: Any) -> None:
+        """The server span of every request (not of its body chunks: one span per SSE write would cost more than
+        the request)."""
+        if not self.on:
+            return
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider, excluded_urls=SKIPPED_URLS,
+                                           exclude_spans=["receive", "send"])
+
+    def shutdown(self) -> None:
+        """Export what is left (the spans of the last requests), then stop the exporter."""
+        if self.on:
+            self.provider.shutdown()
+
+
+def start_tracing(settings: Settings) -> Tracing:
+    if not settings.tracing:
+        return Tracing()
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    provider = TracerProvider(resource=Resource.create({"service.name": settings.otel_service_name}))
+    if settings.otel_traces_exporter == "console":
+        exporter: Any = ConsoleSpanExporter()
+        where = "the console"
+    else:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        where = settings.otel_exporter_otlp_traces_endpoint or (
+            (settings.otel_exporter_otlp_endpoint or "http://localhost:4318").rstrip("/") + "/v1/traces")
+        exporter = OTLPSpanExporter(endpoint=where)
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    log.info("OpenTelemetry traces go to %s%s", where, " (with prompts and replies)" if settings.otel_capture_content else "")
+    return Tracing(provider.get_tracer("neo-nl-agent"), provider, settings.otel_capture_content)
+
+
+def trace_id() -> str:
+    """The current trace's id (32 hex digits), or "" outside a recorded span."""
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else ""
