@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from graph.answer.events import SourceFound
-from graph.answer.sentences import boundaries
+from graph.answer.sentences import BOUNDARY
 
-_RUN = re.compile(r"(?:\[\d+\])+")  # markers as the citation filter leaves them: [1], [1][3]
+_RUN = re.compile(r"\[\d+\](?:\[\d+\])*")  # markers as the citation filter leaves them: [1], [1][3]
 _NUMBER = re.compile(r"\d+")
 _LEAD = re.compile(r"[ \t]*(?:[-*•>]+[ \t]+|#+[ \t]+|\d+[.)][ \t]+)?")  # a list item's or heading's markup
 _OPENING = " \t,;:.!?)"  # what separates a clause from the marker before it
+_STOP = re.compile(r"[.!?]\s")  # where a sentence may end: the full rule is tried only there
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ def cited_spans(text: str, withdrawn: Iterable[str] = (), skip: Iterable[tuple[i
         for run in _RUN.finditer(line):
             at, numbers = line_start + run.start(), _numbers(run.group())
             segment = text[last:at]
-            cut = (boundaries(segment) or [0])[-1]  # the sentence the marker closes
+            cut = _last_boundary(segment)  # the sentence the marker closes
             lead = cut + len(segment[cut:]) - len(segment[cut:].lstrip(_OPENING))
             words = segment[lead:].rstrip()
             if words:
@@ -54,6 +55,14 @@ def cited_spans(text: str, withdrawn: Iterable[str] = (), skip: Iterable[tuple[i
             last = max(floor, line_start + run.end())
         line_start += len(line) + 1
     return [s for s in out if not _excluded(s, text, withdrawn, skip)]
+
+
+def _last_boundary(segment: str) -> int:
+    """Where the last sentence of `segment` starts (`sentences.split`'s rule, tried from the end)."""
+    for stop in reversed([m.end() - 1 for m in _STOP.finditer(segment)]):
+        if match := BOUNDARY.match(segment, stop):
+            return match.end()
+    return 0
 
 
 def _numbers(run: str) -> tuple[int, ...]:

@@ -143,7 +143,7 @@ class DeltaMessage(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
     reasoning_content: str | None = None
-    annotations: list[Annotation] | None = None  # once, before the finish chunk (`app.annotations`)
+    annotations: list[Annotation] | None = None  # once, on the finish chunk (`app.annotations`)
 
 
 class ChunkChoice(BaseModel):

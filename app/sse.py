@@ -187,10 +187,10 @@ class ChunkRenderer:
         out += self.close_think()
         if self.openwebui:  # Open WebUI lists every status: close it with what the answer rests on, not a repeat
             out.append(self._status(self.final_status or self.last_status, done=True))
-        # Open WebUI turns each annotation into a source of its own: not when it has this service's source events
-        if not self.openwebui and (notes := self.streamed_annotations()):
-            out.append(self._chunk(DeltaMessage(annotations=notes)))
-        out.append(self._chunk(DeltaMessage(), finish=self.finish_reason, sources=True))
+        # on the finish chunk; Open WebUI turns each annotation into a source of its own: not when it has this
+        # service's source events
+        notes = [] if self.openwebui else self.streamed_annotations()
+        out.append(self._chunk(DeltaMessage(annotations=notes or None), finish=self.finish_reason, sources=True))
         if include_usage:
             out.append(self._chunk(DeltaMessage(), usage=self.usage, sources=True))
         return out

@@ -22,14 +22,9 @@ NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)})" for a in sorted(set(ABBREVIA
 # what may open a sentence: a capital, a digit, a quote, a bracket, emphasis
 _OPENS = "A-Z0-9ÀÉÈËÏÖÜ(\"'*‘“"
 # the cheap test first: the abbreviation lookbehinds run only after . ! ? (first, they cost 20x per split)
-_BOUNDARY = re.compile(r"(?<=[.!?])" + NOT_ABBREVIATED + rf"\s+(?=[{_OPENS}])")
+BOUNDARY = re.compile(r"(?<=[.!?])" + NOT_ABBREVIATED + rf"\s+(?=[{_OPENS}])")
 
 
 def split(paragraph: str) -> list[str]:
     """The sentences of one paragraph (no line ends inside)."""
-    return _BOUNDARY.split(paragraph)
-
-
-def boundaries(text: str) -> list[int]:
-    """Where each sentence of `text` after the first starts (`split`'s cuts)."""
-    return [m.end() for m in _BOUNDARY.finditer(text)]
+    return BOUNDARY.split(paragraph)

@@ -15,7 +15,6 @@ import json
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -287,12 +286,59 @@ class LLMClient:
         end: StreamEnd | None = None
         failure: BaseException | None = None
         try:
-            # closed with this generator: a reader that stops early ends the upstream call and frees its slot
-            async with aclosing(self._stream(body, prompt_chars, headers, produced, stop)) as pieces:
-                async for piece in pieces:
-                    if isinstance(piece, StreamEnd):
-                        end = piece
-                    yield piece
+            async with self._gate:
+                for attempt in range(self.max_retries + 1):
+                    splitter = InlineReasoningSplitter()
+                    produced.clear()
+                    usage_payload: dict[str, Any] | None = None
+                    finished = ""
+                    try:
+                        async with self._http.stream("POST", "chat/completions", json=body,
+                                                     headers=headers) as response:
+                            await _raise_for_status(response)
+                            async for event in EventSource(response).aiter_sse():
+                                if event.data.strip() == "[DONE]":
+                                    break
+                                try:
+                                    chunk = json.loads(event.data)
+                                except ValueError as exc:
+                                    raise LLMError("invalid SSE data from upstream", retryable=not produced) from exc
+                                if chunk.get("error"):
+                                    raise LLMError(f"upstream error: {chunk['error']}", retryable=not produced)
+                                usage_payload = chunk.get("usage") or usage_payload
+                                for choice in chunk.get("choices") or []:
+                                    finished = finished or choice.get("finish_reason") or ""
+                                    # `reasoning_content` / `reasoning` deltas are deliberately ignored.
+                                    text = (choice.get("delta") or {}).get("content") or ""
+                                    answer = splitter.feed(text)[1] if text else ""
+                                    if answer:
+                                        produced.append(answer)
+                                        yield answer
+                                if (stop and len(produced) % STOP_CHECK_EVERY == 0 and produced
+                                        and stop("".join(produced))):
+                                    log.warning("the model repeats itself: its answer is cut after %d deltas",
+                                                len(produced))
+                                    usage_payload = None  # the server's usage never comes: estimated below
+                                    finished = "cut"
+                                    break
+                            else:
+                                if not finished:  # some servers omit [DONE], none omit finish_reason
+                                    raise LLMError("upstream stream ended early", retryable=not produced)
+                        tail = splitter.flush()[1]
+                        if tail:
+                            produced.append(tail)
+                            yield tail
+                        end = StreamEnd(_usage(usage_payload, prompt_chars, "".join(produced)), finished or "stop")
+                        yield end
+                        return
+                    except (httpx.TransportError, SSEError) as exc:
+                        error = LLMError(f"upstream connection failed: {failure_name(exc)}", retryable=not produced)
+                    except LLMError as exc:
+                        error = exc
+                    if not error.retryable or attempt == self.max_retries:
+                        raise error
+                    log.warning("upstream stream failed before the first token (%s), retrying", error)
+                    await self._pause(attempt, error)
         except BaseException as exc:
             failure = exc
             raise
@@ -302,55 +348,3 @@ class LLMClient:
                            finish=end.finish_reason if end else "", capture=self.capture_content, messages=messages,
                            reply="".join(produced) if self.capture_content else "",
                            error=failure if not isinstance(failure, GeneratorExit) else None)
-
-    async def _stream(self, body: dict[str, Any], prompt_chars: str, headers: dict[str, str], produced: list[str],
-                      stop: Callable[[str], bool] | None) -> AsyncIterator[str | StreamEnd]:
-        async with self._gate:
-            for attempt in range(self.max_retries + 1):
-                splitter = InlineReasoningSplitter()
-                produced.clear()
-                usage_payload: dict[str, Any] | None = None
-                finished = ""
-                try:
-                    async with self._http.stream("POST", "chat/completions", json=body, headers=headers) as response:
-                        await _raise_for_status(response)
-                        async for event in EventSource(response).aiter_sse():
-                            if event.data.strip() == "[DONE]":
-                                break
-                            try:
-                                chunk = json.loads(event.data)
-                            except ValueError as exc:
-                                raise LLMError("invalid SSE data from upstream", retryable=not produced) from exc
-                            if chunk.get("error"):
-                                raise LLMError(f"upstream error: {chunk['error']}", retryable=not produced)
-                            usage_payload = chunk.get("usage") or usage_payload
-                            for choice in chunk.get("choices") or []:
-                                finished = finished or choice.get("finish_reason") or ""
-                                # `reasoning_content` / `reasoning` deltas are deliberately ignored.
-                                text = (choice.get("delta") or {}).get("content") or ""
-                                answer = splitter.feed(text)[1] if text else ""
-                                if answer:
-                                    produced.append(answer)
-                                    yield answer
-                            if stop and len(produced) % STOP_CHECK_EVERY == 0 and produced and stop("".join(produced)):
-                                log.warning("the model repeats itself: its answer is cut after %d deltas", len(produced))
-                                usage_payload = None  # the server's usage never comes: estimated below
-                                finished = "cut"
-                                break
-                        else:
-                            if not finished:  # some servers omit [DONE], none omit finish_reason
-                                raise LLMError("upstream stream ended early", retryable=not produced)
-                    tail = splitter.flush()[1]
-                    if tail:
-                        produced.append(tail)
-                        yield tail
-                    yield StreamEnd(_usage(usage_payload, prompt_chars, "".join(produced)), finished or "stop")
-                    return
-                except (httpx.TransportError, SSEError) as exc:
-                    error = LLMError(f"upstream connection failed: {failure_name(exc)}", retryable=not produced)
-                except LLMError as exc:
-                    error = exc
-                if not error.retryable or attempt == self.max_retries:
-                    raise error
-                log.warning("upstream stream failed before the first token (%s), retrying", error)
-                await self._pause(attempt, error)
