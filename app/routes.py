@@ -31,6 +31,7 @@ from app.protocol import (
     ModelCard,
     ModelList,
     Passage,
+    RequestFilters,
     SearchRequest,
     SearchResponse,
 )
@@ -41,10 +42,10 @@ from app.tasks import detect_task
 from graph.answer.ledger import cut_at_word
 from graph.clients.cache import tenant_of
 from graph.clients.mcp_client import DocumentError
-from graph.context import AnswerOptions
-from graph.models import Evidence
+from graph.context import AnswerOptions, Context
+from graph.models import Evidence, Turn
 from graph.nodes.search import first_round
-from graph.text.language import detect_language
+from graph.runner import start
 
 router = APIRouter()
 _ERRORS = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 429, 500)}
@@ -59,6 +60,13 @@ async def services(request: Request) -> Services:
 
 ServicesDep = Annotated[Services, Depends(services)]
 CallerDep = Annotated[Caller, Depends(caller)]
+
+
+def caller_context(svc: Services, visible: tuple[str, ...], filters: RequestFilters | None) -> Context:
+    """The pipeline context of a caller who may see `visible`, narrowed by the request's filters (`app.filters`)."""
+    if not visible:  # says nothing about which collections exist
+        raise APIError(403, "no document collection is open to this caller", code="permission_denied")
+    return svc.context_for(narrowed(visible, filters, svc.catalog))
 
 
 def _wants_openwebui_events(request: Request, svc: Services) -> bool:
@@ -102,9 +110,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
     validate(body, svc)
     turns = conversation(body)
     visible = svc.access.visible(who)
-    if not visible:  # says nothing about which collections exist
-        raise APIError(403, "no document collection is open to this caller", code="permission_denied")
-    context = svc.context_for(narrowed(visible, body.filters, svc.catalog))
+    context = caller_context(svc, visible, body.filters)
     task = detect_task(body.model, request.headers.get("x-openwebui-task"), turns[-1].content, svc.settings)
     if task is not None:
         events = task_events(svc, context.catalog, task, body)
@@ -129,13 +135,11 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
 async def search(body: SearchRequest, svc: ServicesDep, who: CallerDep) -> SearchResponse:
     """The passages the first research round would gather for `query` (`graph/nodes/search.py`), with the caller's
     access and the request's filters, best first."""
-    visible = svc.access.visible(who)
-    if not visible:
-        raise APIError(403, "no document collection is open to this caller", code="permission_denied")
-    context = svc.context_for(narrowed(visible, body.filters, svc.catalog)).for_request(
-        language=detect_language(body.query), tenant=who.key_id, answer=AnswerOptions(filters=search_filters(body.filters)))
+    context = caller_context(svc, svc.access.visible(who), body.filters)
+    state, context = start([Turn(role="user", content=body.query)], context, who.key_id,
+                           AnswerOptions(filters=search_filters(body.filters)))
     try:
-        found = await first_round(body.query, context)
+        found = await first_round(state, context)
     except DocumentError as exc:
         raise APIError(502, f"the document server failed: {exc}", code="upstream_error") from exc
     return SearchResponse(data=[passage(e) for e in found[: body.top_k]])

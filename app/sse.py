@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from app.annotations import url_citations
+from app.annotations import display_title, url_citations
 from app.errors import error_body, event_status
 from app.protocol import ChatCompletionChunk, ChunkChoice, DeltaMessage, SearchResult, UsageInfo
 from graph.answer.events import (
@@ -124,7 +124,7 @@ class ChunkRenderer:
             if self.openwebui:
                 # the title (with its page where the source has pages): Open WebUI numbers its sources panel
                 # itself, and its `[n]` chips show the name (a "[n] " prefix read "1 [1] Title" in the panel)
-                name = f"{event.title}, {event.pages}" if event.pages else event.title
+                name = display_title(event)
                 metadata: dict[str, Any] = {"source": event.evidence_id, "name": name, "url": event.url}
                 if event.page is not None:
                     metadata["page"] = event.page - 1  # Open WebUI counts pages from 0 (its link adds 1)

@@ -183,7 +183,7 @@ def test_search_gives_what_the_first_research_round_gathers(docserver_url: str, 
                     break
                 for update in [v for k, v in part.items() if k == "research"]:
                     gathered |= {e.id for e in update.get("evidence", [])}
-            found = {e.id for e in await first_round(question, ctx)}
+            found = {e.id for e in await first_round(state, ctx)}
             return gathered, found
         finally:
             await services.aclose()

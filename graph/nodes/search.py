@@ -13,17 +13,17 @@ from graph.context import Context
 from graph.models import Evidence
 from graph.nodes.plan import template_tasks
 from graph.nodes.research import gather
-from graph.state import merge_evidence
+from graph.state import State, merge_evidence
 from graph.text.hops import entity_queries
-from graph.text.instructions import split as split_instructions
 from graph.text.routing import heuristic_route, side_by_side
 
 
-async def first_round(question: str, ctx: Context) -> list[Evidence]:
-    """The passages the first round gathers for `question` (`ctx`: the caller's, for the question's language),
-    best first. A collection whose search fails is left out; when every search fails, the first error is raised."""
-    question, instructions = split_instructions(question.strip())
-    route = heuristic_route(question, ctx.catalog.collections, instructions.detailed)
+async def first_round(state: State, ctx: Context) -> list[Evidence]:
+    """The passages the first round gathers for the question of `state` and `ctx` (`graph/runner.py:start`'s, as
+    for a pipeline run), best first. A collection whose search fails is left out; when every search fails, the
+    first error is raised."""
+    question = state["question"]
+    route = heuristic_route(question, ctx.catalog.collections, state["instructions"].detailed)
     extra = [] if side_by_side(route) else entity_queries(question, route.search_query, ctx.catalog.words())
     tasks = template_tasks(route, ctx, None, extra)
     results = await asyncio.gather(*(gather(ctx, task) for task in tasks), return_exceptions=True)
