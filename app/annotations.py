@@ -5,14 +5,20 @@ sentence's start, or the line's start after list and heading markup, to the mark
 Several markers in a row ("[1][2]") cite the same words. Spans index the message's `content` as the client
 assembles it, in Unicode code points (Python `str`), `end_index` exclusive: `content[start:end]` is the cited
 text. Sentences the support check withdrew, and the correction a stream appends for them, carry none.
+
+Clients key a cited source by its `url` (Open WebUI makes one source of every citation with one url and resolves
+`[n]` to the n-th of them), so each source's link is its own: two sources at one address (two summaries pointing at
+one law, two passages of one web page) are told apart by a text fragment of their own words, and a source with no
+address gets its document's name (`urn:neo:<collection>/<document>`) instead of an empty string.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from graph.answer.events import SourceFound
 from graph.answer.sentences import BOUNDARY
@@ -84,6 +90,27 @@ def deep_link(url: str, page: int | None) -> str:
     return url
 
 
+def text_fragment(url: str, text: str, words: int = 8) -> str:
+    """`url` with a text fragment (`#:~:text=`) of the first `words` words of `text`: browsers scroll to those words
+    and mark them, and ignore the fragment where the page does not hold them."""
+    start = " ".join(re.sub(r"[*_`#>\[\]]", " ", text).split()[:words])
+    if not url or not start:
+        return url
+    return f"{url}{':~:' if '#' in url else '#:~:'}text={quote(start, safe='').replace('-', '%2D')}"
+
+
+def source_links(sources: Iterable[SourceFound]) -> dict[int, str]:
+    """Each source's link in its annotations, by number, no two alike (see the module's docstring)."""
+    sources = list(sources)
+    links = {s.number: deep_link(s.url, s.page) or f"urn:neo:{s.evidence_id.partition('#')[0]}" for s in sources}
+    shared = Counter(links.values())
+    for s in sources:
+        link = links[s.number]
+        if shared[link] > 1:
+            links[s.number] = text_fragment(link, s.snippet or s.title) if s.url else f"urn:neo:{s.evidence_id}"
+    return links
+
+
 def display_title(source: SourceFound) -> str:
     return f"{source.title}, {source.pages}" if source.pages else source.title
 
@@ -93,6 +120,7 @@ def url_citations(text: str, sources: list[SourceFound], offset: int = 0, withdr
     """One `url_citation` per marker of `text` that names a cited source, its span moved by `offset` (what the
     message's content holds before `text`: a stream's think block)."""
     by_number = {s.number: s for s in sources}
+    links = source_links(sources)
     out = []
     for span in cited_spans(text, withdrawn, skip):
         for n in span.numbers:
@@ -100,6 +128,6 @@ def url_citations(text: str, sources: list[SourceFound], offset: int = 0, withdr
             if source is None:
                 continue
             out.append({"type": "url_citation", "url_citation": {
-                "url": deep_link(source.url, source.page), "title": display_title(source),
+                "url": links[n], "title": display_title(source),
                 "start_index": span.start + offset, "end_index": span.end + offset}})
     return out

@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from app.annotations import cited_spans, deep_link, display_title, url_citations
+from app.annotations import cited_spans, deep_link, display_title, source_links, text_fragment, url_citations
 from graph.answer.events import SourceFound
 from tests.conftest import QUESTION, chunks, content_of, sse_events
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -62,6 +62,42 @@ def test_withdrawn_sentences_and_the_correction_carry_no_citation() -> None:
 def test_a_citation_links_to_its_page(url: str, page: int | None, pages: str, link: str, title: str) -> None:
     source = SourceFound(1, "GSR Part 2", "iaea", url, "e1", page=page, pages=pages)
     assert (deep_link(source.url, source.page), display_title(source)) == (link, title)
+
+
+LAW = "https://wetten.overheid.nl/BWBR0002402"
+
+
+@pytest.mark.parametrize(("sources", "links"), [
+    # distinct addresses stay as they are (a paged one with its page)
+    ([(LAW, None, "Artikel 15a"), ("https://www.iaea.org/gsr-2.pdf", 6, "Requirement 12")],
+     [LAW, "https://www.iaea.org/gsr-2.pdf#page=6"]),
+    # two summaries pointing at one law: each gets a text fragment of its own words
+    ([(LAW, None, "Artikel 15a, eerste lid: de vergunning vervalt"), (LAW, None, "De Kernenergiewet regelt - in hoofdlijnen")],
+     [LAW + "#:~:text=Artikel%2015a%2C%20eerste%20lid%3A%20de%20vergunning%20vervalt",
+      LAW + "#:~:text=De%20Kernenergiewet%20regelt%20%2D%20in%20hoofdlijnen"]),
+    # two passages on one page of one PDF: the fragment follows the page
+    ([("https://x.nl/a.pdf", 3, "Eerste passage"), ("https://x.nl/a.pdf", 3, "Tweede passage")],
+     ["https://x.nl/a.pdf#page=3:~:text=Eerste%20passage", "https://x.nl/a.pdf#page=3:~:text=Tweede%20passage"]),
+    # no address: the document's name, never an empty url (clients would merge every such source into one)
+    ([("", None, "Uploaded memo"), ("", None, "Another memo")], ["urn:neo:uploads/d1", "urn:neo:uploads/d2"]),
+])
+def test_every_source_has_a_link_of_its_own(sources: list[tuple[str, int | None, str]], links: list[str]) -> None:
+    found = [SourceFound(n, f"Bron {n}", "uploads", url, f"uploads/d{n}#c1", snippet=snippet, page=page)
+             for n, (url, page, snippet) in enumerate(sources, 1)]
+    assert list(source_links(found).values()) == links
+
+
+def test_two_passages_of_one_document_without_an_address_stay_apart() -> None:
+    found = [SourceFound(1, "Memo", "uploads", "", "uploads/memo#c1"), SourceFound(2, "Memo", "uploads", "", "uploads/memo#c7")]
+    assert list(source_links(found).values()) == ["urn:neo:uploads/memo#c1", "urn:neo:uploads/memo#c7"]
+
+
+@pytest.mark.parametrize(("text", "link"), [
+    ("**Artikel 15a**\n> eerste  lid, `b`", "https://a.nl/p#:~:text=Artikel%2015a%20eerste%20lid%2C%20b"),
+    ("", "https://a.nl/p"),  # nothing to point at: the page itself
+])
+def test_a_text_fragment_holds_plain_words(text: str, link: str) -> None:
+    assert text_fragment("https://a.nl/p", text) == link
 
 
 def test_markers_without_a_cited_source_get_no_annotation_and_offsets_move_the_spans() -> None:

@@ -305,9 +305,11 @@ def _child_env(drop_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
 
 
 @contextmanager
-def start_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+def start_stack(request: pytest.FixtureRequest, openwebui_events: str = "auto") -> Iterator[Stack]:
     """The service, the recording relay and Open WebUI with a signed-up admin; stopped (and the temp dir removed
-    unless a test of the module failed or NEO_E2E_KEEP=1) on exit. The `stack` fixture of each e2e module."""
+    unless a test of the module failed or NEO_E2E_KEEP=1) on exit. The `stack` fixture of each e2e module.
+    `openwebui_events`: the service's OPENWEBUI_EVENTS ("off": Open WebUI builds its sources from the answer's
+    `url_citation` annotations instead of the service's own `source` events)."""
     venv = Path(os.environ.get("NEO_OPENWEBUI_VENV") or REPO / ".venv-openwebui")
     install = ensure_openwebui(venv)
     print(f"\n[e2e] open-webui {OPENWEBUI_VERSION} in {venv}: {install}", flush=True)
@@ -328,7 +330,7 @@ def start_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
         "MODEL_ID": MODEL,
         "LITE_MODEL_ID": LITE_MODEL,
         "THINK_MODE": "tags",
-        "OPENWEBUI_EVENTS": "auto",
+        "OPENWEBUI_EVENTS": openwebui_events,
         # Every chat turn must run the pipeline (no replay from the answer cache), so that "pipeline runs"
         # counts are exact.
         "RESPONSE_CACHE": "false",

@@ -32,6 +32,7 @@ import re
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,14 +131,18 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
         yield running
 
 
-@pytest.fixture(scope="module")
-def shots() -> Path:
-    """Where the screenshots and browser-report.json go; kept after the run."""
+def shots_dir(sub: str = "") -> Path:
+    """Where a module's screenshots and browser-report.json go (NEO_E2E_SCREENSHOTS, then `sub` in it); kept."""
     configured = os.environ.get("NEO_E2E_SCREENSHOTS")
-    path = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="neo-e2e-browser-"))
+    path = Path(configured) / sub if configured else Path(tempfile.mkdtemp(prefix=f"neo-e2e-browser-{sub}"))
     path.mkdir(parents=True, exist_ok=True)
     print(f"\n[e2e-browser] screenshots: {path}", flush=True)
     return path
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    return shots_dir()
 
 
 @dataclass
@@ -166,9 +171,10 @@ class Browser:
         return str(path)
 
 
-@pytest.fixture(scope="module")
-def browser(stack: Stack, shots: Path) -> Iterator[Browser]:
-    """Headless Debian chromium, signed in through Open WebUI's login form as the admin the stack created."""
+@contextmanager
+def open_browser(stack: Stack, shots: Path) -> Iterator[Browser]:
+    """Headless Debian chromium, signed in through Open WebUI's login form as the admin the stack created; the
+    report is written to `shots` on exit."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -189,6 +195,12 @@ def browser(stack: Stack, shots: Path) -> Iterator[Browser]:
             print(f"[e2e-browser] report: {shots / 'browser-report.json'}", flush=True)
             context.close()
             chromium.close()
+
+
+@pytest.fixture(scope="module")
+def browser(stack: Stack, shots: Path) -> Iterator[Browser]:
+    with open_browser(stack, shots) as state:
+        yield state
 
 
 def dismiss_changelog(page: Any, wait_ms: int = 0) -> None:
@@ -282,6 +294,19 @@ def _texts(locator: Any) -> list[str]:
     return [_norm(t) for t in locator.all_inner_texts()]
 
 
+def chips_shown(content_box: Any, groups: list[list[int]], titles: list[str]) -> tuple[list[str], list[str | None]]:
+    """The inline chips' texts in the answer, and what they must be: one per `[n]` group in reading order, source
+    n's title as Open WebUI shortens it, "+k" for k more markers in the group (None where n has no source)."""
+    chips = content_box.locator(
+        "button[aria-label^='View source: ']:not([id^='source-']), button[aria-label$=' more sources']"
+    )
+    expected = [
+        display_title(titles[g[0] - 1]) + (f" +{len(g) - 1}" if len(g) > 1 else "") if g[0] <= len(titles) else None
+        for g in groups
+    ]
+    return _texts(chips), expected
+
+
 def check_turn(state: Browser, turn: Turn) -> Checks:
     """Every DOM check of one answer (all evaluated, then asserted); screenshots along the way."""
     page, c = state.page, Checks()
@@ -334,14 +359,7 @@ def check_turn(state: Browser, turn: Turn) -> Checks:
     c.check("no think line visible while collapsed", bool(think_lines) and not shown_think, shown_think[:5])
 
     # Inline citation chips: one per [n] group, in reading order, each showing its source's title
-    chips = content_box.locator(
-        "button[aria-label^='View source: ']:not([id^='source-']), button[aria-label$=' more sources']"
-    )
-    chip_texts = _texts(chips)
-    expected_chips = [
-        display_title(titles[g[0] - 1]) + (f" +{len(g) - 1}" if len(g) > 1 else "") if g[0] <= len(titles) else None
-        for g in groups
-    ]
+    chip_texts, expected_chips = chips_shown(content_box, groups, titles)
     record["chips"] = chip_texts
     record["numbers_in_reading_order"] = [n for g in groups for n in g]
     c.check("answer cites [n]", bool(cited), cited)
