@@ -506,6 +506,72 @@ def test_a_bridge_answer_opens_with_a_sentence_of_each_linked_passage() -> None:
     assert "North Avenue" in facts[1].text
 
 
+# a bridge whose answer passage shares no topic word with the question: the operator's document, which the plant's
+# passage names; three passages on the plant fill the covering sentences first
+OPERATED = [
+    _linkable("bor", "Kerncentrale Borssele", "Kerncentrale Borssele in Zeeland wordt geëxploiteerd door Delta "
+              "Energie, de exploitant van de centrale.", "anvs"),
+    _linkable("delta", "Delta Energie", "Delta Energie is voor zeventig procent eigendom van PZEM en voor dertig "
+              "procent van RWE.", "anvs"),
+    _linkable("vgn", "Vergunning Borssele", "De vergunning van kerncentrale Borssele vervalt op 31 december 2033.",
+              "anvs"),
+    _linkable("zee", "Zeeland", "In Zeeland staat kerncentrale Borssele aan de Westerschelde.", "anvs"),
+    _linkable("exp", "Exploitanten", "Een exploitant van een kerncentrale heeft een vergunning nodig van de ANVS.",
+              "anvs"),
+]
+OPERATED_EN = [
+    _linkable("bor", "Borssele Nuclear Power Station", "The Borssele Nuclear Power Station in Zeeland is run by "
+              "Delta Energie, the operator of the plant."),
+    _linkable("delta", "Delta Energie", "Delta Energie is seventy percent held by PZEM and thirty percent by RWE."),
+    _linkable("vgn", "Borssele licence", "The licence of the Borssele Nuclear Power Station ends on 31 December 2033."),
+    _linkable("zee", "Zeeland", "In Zeeland the Borssele Nuclear Power Station stands on the Western Scheldt."),
+]
+
+
+@pytest.mark.parametrize(("question", "ledger", "language"), [
+    ("Wie zijn de eigenaren van de exploitant van kerncentrale Borssele?", OPERATED, "nl"),
+    ("Who are the owners of the operator of the Borssele Nuclear Power Station?", OPERATED_EN, "en"),
+])
+def test_the_linked_pair_completes_a_bridge_answer(question: str, ledger: list[Evidence], language: str) -> None:
+    """The covering sentences are about the plant; the passage its operator's name leads to closes the answer."""
+    facts = select_facts(question, ledger, 3, language=language, spread=False)
+    assert facts[0].evidence_ids == [ledger[0].id]
+    assert facts[-1].evidence_ids == [ledger[1].id] and "PZEM" in facts[-1].text
+    assert len(facts) == 4  # the three covering sentences stay
+
+
+@pytest.mark.parametrize(("document", "documents", "limit", "admitted"), [
+    ("kew", set(), 4, True),
+    ("kew", {"kew", "borssele", "dodewaard", "petten"}, 4, True),  # a document the answer cites already
+    ("covra", {"kew", "borssele", "dodewaard"}, 4, True),  # the fourth
+    ("covra", {"kew", "borssele", "dodewaard", "petten"}, 4, False),  # a fifth
+    ("Old Trafford", {"Gorse Hill"}, 1, False),
+    (("anvs", "kew"), {("wetten", "kew")}, 1, False),  # one doc id in two collections: two documents
+])
+def test_an_answer_draws_on_a_few_documents(document: object, documents: set, limit: int, admitted: bool) -> None:
+    assert extractive.admits(document, documents, limit) is admitted
+
+
+@pytest.mark.parametrize(("cited", "pair", "expected"), [
+    (["bor"], ["bor", "delta"], ["delta"]),  # the bridge's second half
+    (["delta", "vgn"], ["bor", "delta"], ["bor"]),
+    (["bor", "delta"], ["bor", "delta"], []),  # both cited
+    (["vgn", "zee"], ["bor", "delta"], []),  # a pair the answer does not rest on: another reading
+    (["bor"], ["bor", "delta", "exp"], ["delta", "exp"]),  # with the partner
+    (["bor"], [], []),
+    (["tech"], ["tech", "dodd"], ["dodd"]),  # English: the team names the stadium
+])
+def test_the_documents_the_linked_pair_adds_to_an_answer(cited: list[str], pair: list[str],
+                                                          expected: list[str]) -> None:
+    from graph.models import Fact
+
+    passages = {e.doc_id: e for e in [*OPERATED, TECH, DODD]}
+    document = {e.id: e.doc_id for e in passages.values()}
+    facts = [Fact(text=f"Een zin uit {doc}.", evidence_ids=[passages[doc].id]) for doc in cited]
+    completed = extractive.completing(facts, [passages[doc] for doc in pair], document)
+    assert [e.doc_id for e in completed] == expected
+
+
 @pytest.mark.parametrize(("name", "text", "expected"), [
     ("Chris Van Hollen", "A bill introduced by Chris Van Hollen in 2010.", True),
     ("Bratislava", "Satinský was born in Bratislava in 1941.", True),  # one word, mid-sentence
