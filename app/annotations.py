@@ -108,6 +108,14 @@ def source_links(sources: Iterable[SourceFound]) -> dict[int, str]:
         link = links[s.number]
         if shared[link] > 1:
             links[s.number] = text_fragment(link, s.snippet or s.title) if s.url else f"urn:neo:{s.evidence_id}"
+    # sources alike to the word (one passage twice): the later ones get their number, a parameter of the
+    # fragment that browsers and PDF viewers ignore
+    seen: set[str] = set()
+    for s in sources:
+        link = links[s.number]
+        if link in seen:
+            links[s.number] = link = f"{link}{'&' if '#' in link else '#'}bron={s.number}"
+        seen.add(link)
     return links
 
 

@@ -78,6 +78,10 @@ LAW = "https://wetten.overheid.nl/BWBR0002402"
     # two passages on one page of one PDF: the fragment follows the page
     ([("https://x.nl/a.pdf", 3, "Eerste passage"), ("https://x.nl/a.pdf", 3, "Tweede passage")],
      ["https://x.nl/a.pdf#page=3:~:text=Eerste%20passage", "https://x.nl/a.pdf#page=3:~:text=Tweede%20passage"]),
+    # alike to the word: the later one gets its number
+    ([(LAW, None, "Artikel 15a"), (LAW, None, "Artikel 15a")], [LAW + "#:~:text=Artikel%2015a", LAW + "#:~:text=Artikel%2015a&bron=2"]),
+    ([("https://x.nl/a.pdf", 3, ""), ("https://x.nl/a.pdf", 3, "")],
+     ["https://x.nl/a.pdf#page=3:~:text=Bron%201", "https://x.nl/a.pdf#page=3:~:text=Bron%202"]),  # the titles
     # no address: the document's name, never an empty url (clients would merge every such source into one)
     ([("", None, "Uploaded memo"), ("", None, "Another memo")], ["urn:neo:uploads/d1", "urn:neo:uploads/d2"]),
 ])
