@@ -150,6 +150,11 @@ async def _latency(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Name
         data["meta"]["cpu_split"] = split
         data["latency"] = await scenarios.latency_by_type(lab, base, args.runs, warm_up=False)
     lab.stop(proc)
+    with section(data, "The stack's floor, factual (section 2)"):
+        proc, base = lab.floor()
+        with lab.isolated(proc):
+            data["floor"] = await scenarios.latency_by_type(lab, base, args.runs, warm_up, kinds=("factual",))
+        lab.stop(proc)
 
 
 async def _speedup(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:

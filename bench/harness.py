@@ -381,6 +381,17 @@ def start_relay(work: Path, llm_url: str) -> tuple[Proc, str]:
     return proc, base
 
 
+def start_floor(work: Path, llm_url: str, mcp_url: str) -> tuple[Proc, str]:
+    """The stack's floor (`python -m bench.floor`) in front of the fake upstream and the document server."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "bench.floor", "--port", str(port), "--llm-url", llm_url, "--mcp-url", mcp_url,
+           "--max-concurrency", str(LLM_MAX_CONCURRENCY)]
+    proc = Proc("floor", cmd, child_env({}), ROOT, work)
+    base = f"http://127.0.0.1:{port}"
+    proc.wait_http(base + "/v1/chat/completions", ok=(405,))
+    return proc, base
+
+
 def start_service(work: Path, name: str, *, llm_url: str, mcp_url: str, **settings: object) -> tuple[Proc, str]:
     """`python -m app serve` with explicit settings (env vars), started in an empty folder so that no
     `.env` file changes them. Returns (proc, base URL) once /health/ready says the LLM and MCP answer."""

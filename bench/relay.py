@@ -31,7 +31,7 @@ from bench.harness import ANSWER_MARKER
 from graph.clients.llm import LLMClient
 
 
-def _event(completion_id: str, created: int, model: str, delta: dict[str, str],
+def chunk_event(completion_id: str, created: int, model: str, delta: dict[str, str],
            finish: str | None = None) -> dict[str, str]:
     chunk: dict[str, Any] = {
         "id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -45,8 +45,8 @@ async def relay(llm: LLMClient, question: str, model: str) -> AsyncIterator[dict
     messages = [{"role": "system", "content": ANSWER_MARKER}, {"role": "user", "content": question}]
     async for piece in llm.stream(messages):
         if isinstance(piece, str):  # the last item is the call's Usage, which a bare relay does not report
-            yield _event(completion_id, created, model, {"content": piece})
-    yield _event(completion_id, created, model, {}, "stop")
+            yield chunk_event(completion_id, created, model, {"content": piece})
+    yield chunk_event(completion_id, created, model, {}, "stop")
     yield {"data": "[DONE]"}
 
 

@@ -531,7 +531,30 @@ def _latency_section(groups: dict[str, list[Measured]], judged: dict[str, Any], 
     ])
 
 
-def _overhead_section(groups: dict[str, list[Measured]], shared: dict[str, list[Measured]]) -> str:
+def _floor_paragraph(factual: list[Measured], floor: list[Measured]) -> list[str]:
+    """Section 2's floor: the overhead of the factual path on the service's stack without the pipeline's logic."""
+    floor = [r for r in floor if r.ok]
+    if not floor or not factual:
+        return []
+    over, service = p((r.overhead for r in floor), 50), p((r.overhead for r in factual), 50)
+    where = "below" if TARGETS["overhead_ms"] < over * 1000 else "above"
+    return [
+        "",
+        "**The stack's floor** (`bench/floor.py`, factual, on the service's core, right after the runs above): the "
+        "factual question's path on the service's own stack with none of the pipeline's logic: FastAPI and "
+        "sse-starlette, a LangGraph graph of the factual path's shape (route, plan, one research task per collection "
+        "by `Send`, summarize, judge, synthesize) whose nodes only do the path's I/O through the service's clients "
+        "(the same four searches, the one streamed answer call), each delta forwarded as it comes. Overhead p50 "
+        f"{ms(over)} ms (p95 {ms(p((r.overhead for r in floor), 95))}), before the first wait "
+        f"{ms(p((r.head for r in floor), 50))} ms, after the last {ms(p((r.tail for r in floor), 50))} ms "
+        f"({len(floor)} runs). What the pipeline's own work adds to it (routing, ranking and selection, the think "
+        f"block, citations and the answer's filters, sources): {ms(service - over)} ms p50. The overhead target "
+        f"({TARGETS['overhead_ms']:.0f} ms) lies {where} this floor.",
+    ]
+
+
+def _overhead_section(groups: dict[str, list[Measured]], shared: dict[str, list[Measured]],
+                      floor: list[Measured] | None = None) -> str:
     rows = []
     for kind in TYPES:
         runs = groups[kind]
@@ -555,6 +578,7 @@ def _overhead_section(groups: dict[str, list[Measured]], shared: dict[str, list[
         table(["type", "total p50 (ms)", "waits p50 (ms)", "overhead p50 (ms)", "p95", "before first wait p50",
                "after last wait p50", "MCP calls", "overhead p50, cores shared",
                f"≤ {TARGETS['overhead_ms']:.0f} ms p50"], rows),
+        *_floor_paragraph(groups["factual"], floor or []),
         "",
         "![orchestration overhead](bench/overhead.png)",
     ])
@@ -1192,7 +1216,7 @@ def write_report(data: dict[str, Any], path: Path) -> Path:
     if "latency" in data:
         groups = by_type(data["latency"])
         sections += [_latency_section(groups, judged, data["meta"]["ttft_s"]),
-                     _overhead_section(groups, by_type(data["latency_shared"]))]
+                     _overhead_section(groups, by_type(data["latency_shared"]), data.get("floor"))]
     if "speedup" in data:
         sections.append(_speedup_section(data, judged))
     if "sides" in data:

@@ -39,6 +39,7 @@ from bench.harness import (
     sample_every,
     scrape_gauge,
     set_cpus,
+    start_floor,
     start_redis,
     start_relay,
     start_service,
@@ -91,6 +92,11 @@ class Lab:
 
     def relay(self) -> tuple[Proc, str]:
         proc, base = start_relay(self.work, self.upstream.base_url)
+        self.procs.append(proc)
+        return proc, base
+
+    def floor(self) -> tuple[Proc, str]:
+        proc, base = start_floor(self.work, self.upstream.base_url, self.mcp_url)
         self.procs.append(proc)
         return proc, base
 
@@ -209,14 +215,16 @@ async def measure_one(lab: Lab, client: httpx.AsyncClient, base: str, kind: str,
 # ------------------------------------------------------------------------------------------ sections
 
 
-async def latency_by_type(lab: Lab, base: str, runs: int, warm_up: bool = True) -> list[Measured]:
+async def latency_by_type(lab: Lab, base: str, runs: int, warm_up: bool = True,
+                          kinds: Iterable[str] = tuple(QUESTIONS)) -> list[Measured]:
     """Sections 1, 2 and 4: `runs` requests per query type, round-robin so that drift hits every type alike."""
     results: list[Measured] = []
+    asked = {kind: QUESTIONS[kind] for kind in kinds}
     async with new_client() as client:
-        for kind, question in QUESTIONS.items() if warm_up else ():  # MCP session, imports, first-call paths
+        for kind, question in asked.items() if warm_up else ():  # MCP session, imports, first-call paths
             await measure_one(lab, client, base, kind, question)
         for i in range(runs):
-            for kind, question in QUESTIONS.items():
+            for kind, question in asked.items():
                 results.append(await measure_one(lab, client, base, kind, question))
             print(f"  latency: round {i + 1}/{runs}", flush=True)
     return results

@@ -163,12 +163,16 @@ def failed_collections(outcomes: list[Outcome]) -> set[str]:
     return {o.collection for o in outcomes if o.error}
 
 
+def refines(task: ResearchTask, verdict: Verdict) -> bool:
+    """Whether a next round researches `task` again: the verdict calls it missing or refines its query."""
+    return task.label in verdict.missing or task.id in verdict.queries
+
+
 def refine(tasks: list[ResearchTask], verdict: Verdict, round_no: int, failed: set[str] | frozenset[str] = frozenset(),
            alternatives: dict[str, list[str]] | None = None) -> list[ResearchTask]:
     """The next round researches only what is missing, a deeper look with other queries: the judge's refined
     one, then `alternatives` per collection (other wordings); `untried` drops what was searched already.
     Collections whose search failed outright are not retried (they are reported as gaps)."""
-    missing = set(verdict.missing)
     return [
         task.model_copy(
             update={
@@ -179,7 +183,7 @@ def refine(tasks: list[ResearchTask], verdict: Verdict, round_no: int, failed: s
             }
         )
         for task in tasks
-        if task.collection not in failed and (task.label in missing or task.id in verdict.queries)
+        if task.collection not in failed and refines(task, verdict)
     ]
 
 

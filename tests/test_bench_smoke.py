@@ -100,6 +100,10 @@ def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     if len(os.sched_getaffinity(0)) > 1:
         assert "- Cores: in sections 1–4 and in the sequential part of section 8 the service" in report
     assert "overhead p50, cores shared" in report and "| factual |" in report.split("cores shared", 1)[1]
+    # the stack's floor ran as well: the factual path without the pipeline's logic, and what the logic adds
+    floor = re.search(r"\*\*The stack's floor\*\*.*?Overhead p50 ([\d.]+) ms.*?own work adds to it.*?: (-?[\d.]+) ms p50",
+                      report, re.S)
+    assert floor and float(floor.group(1)) > 0, report.split("## 2.", 1)[-1][:3000]
     assert_relay_section(report)
     assert_profile_section(report)
     # tracing on and off, both query types it takes, each with its ratio

@@ -13,6 +13,7 @@ import pytest
 from docserver.corpus import BUNDLED_CORPUS
 from docserver.server import create_app as create_docserver
 from eval.planted import HELD_APART, PLANTED, effects, write_corpus
+from graph.answer import contacts
 from graph.answer.contacts import Allowed, ContactFilter, scrub
 from graph.models import Evidence
 from graph.text.claims import _cut, withdraw
@@ -143,6 +144,22 @@ def test_an_address_no_source_holds_is_removed(written: str, kept: str) -> None:
             out.append(stream.feed(text[:n]))
             text = text[n:]
         assert "".join(out) + stream.flush() == kept
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_held_tail_is_what_the_expressions_find_from_the_start(seed: int) -> None:
+    """`_run_start` lets `ContactFilter` search for the word still being written, and the phone number before
+    it, from near the end of the text: the same matches as searched from its start, on random texts of spaces,
+    newlines, digits, separators, letters and a no-break space."""
+    rng, alphabet = random.Random(seed), "ab1 2+3()./-\n\u00a0xY\t"
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        word = contacts._LAST_WORD.search(text).start()
+        assert contacts._LAST_WORD.search(text, contacts._run_start(text, len(text), str.isspace)).start() == word
+        for cut in {word, len(text), rng.randint(0, len(text))}:
+            whole = contacts._PHONE_TAIL.search(text, 0, cut)
+            late = contacts._PHONE_TAIL.search(text, max(contacts._run_start(text, cut, contacts._not_phone) - 1, 0), cut)
+            assert (whole and whole.span()) == (late and late.span()), (text, cut)
 
 
 @pytest.mark.parametrize(("text", "sentences", "whole"), [

@@ -21,7 +21,7 @@ from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, Collection, load_catalog
 from graph.config import PipelineConfig
 from graph.context import Context
-from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, follows_links, refine, unexplored
+from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, follows_links, refine, refines, unexplored
 from graph.models import Fact, ResearchTask, Turn, Verdict
 from graph.nodes.synthesize import not_found, says_anything
 from graph.runner import run_pipeline, start
@@ -223,6 +223,22 @@ def test_refine_researches_only_what_is_missing() -> None:
     tasks = [_task("iaea"), _task("anvs")]
     nxt = refine(tasks, Verdict(status="partial", missing=["ANVS"], queries={"anvs": "ANVS leidraad cultuur"}), 1)
     assert [(t.id, t.query, t.depth) for t in nxt] == [("anvs@2", "ANVS leidraad cultuur", 2)]
+
+
+REFINES_TABLE = [  # (verdict, task researched again): the judge builds other wordings only when one is
+    (Verdict(status="sufficient"), False),
+    (Verdict(status="partial", missing=["IAEA"]), False),
+    (Verdict(status="partial", missing=["ANVS"]), True),
+    (Verdict(status="partial", queries={"anvs": "ANVS leidraad cultuur"}), True),
+    (Verdict(status="insufficient", missing=["ANVS"], queries={"iaea": "IAEA"}), True),
+]
+
+
+@pytest.mark.parametrize(("verdict", "expected"), REFINES_TABLE)
+def test_refines_is_what_refine_takes(verdict, expected) -> None:
+    task = _task("anvs")
+    assert refines(task, verdict) is expected
+    assert bool(refine([task], verdict, 1)) is expected
 
 
 def test_follow_up_rewrite_and_focus_terms() -> None:

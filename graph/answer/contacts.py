@@ -10,7 +10,7 @@ a model copy one. Hand-written: no library filters a token stream against a set 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cached_property
 
 from graph.models import Evidence
@@ -100,6 +100,25 @@ def scrub(text: str, allowed: Allowed, removed: str) -> tuple[str, int]:
     return text, count
 
 
+_PHONE_CHARS = frozenset("0123456789 ()./-")  # what follows a phone number's first digit (`_PHONE_TAIL`)
+
+
+def _not_phone(char: str) -> bool:
+    return char not in _PHONE_CHARS
+
+
+def _run_start(text: str, end: int, stops: Callable[[str], bool]) -> int:
+    """Where the run of characters that do not `stop` it ends at `end` (or just before a newline there: `$`)
+    starts: no match of `_LAST_WORD` or `_PHONE_TAIL` ending at `end` starts earlier (but a `+` just before), so
+    they are searched from there, not from the start of a text that may be a whole answer (a fast model's)."""
+    if text[end - 1:end] == "\n":
+        end -= 1
+    start = end
+    while start and not stops(text[start - 1]):
+        start -= 1
+    return start
+
+
 class ContactFilter:
     """The streaming form of `scrub`: the word being written (and a run of digits before it, a phone number
     with spaces) waits for the next delta; `removed` counts what was taken out."""
@@ -111,8 +130,8 @@ class ContactFilter:
 
     def feed(self, delta: str) -> str:
         text = self._pending + delta
-        cut = _LAST_WORD.search(text).start()  # type: ignore[union-attr]  (always matches)
-        if tail := _PHONE_TAIL.search(text, 0, cut):
+        cut = _LAST_WORD.search(text, _run_start(text, len(text), str.isspace)).start()  # type: ignore[union-attr]
+        if tail := _PHONE_TAIL.search(text, max(_run_start(text, cut, _not_phone) - 1, 0), cut):
             cut = tail.start()
         if len(text) - cut > MAX_HELD:
             cut = len(text)

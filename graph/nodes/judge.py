@@ -21,6 +21,7 @@ from graph.loop import (
     follow_up_tasks,
     follows_links,
     model_judges,
+    refines,
     research_rounds,
     rules_verdict,
     unexplored,
@@ -116,7 +117,9 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
         verdict = unexplored(verdict)
     decision = decide(loop, verdict, kind=route.query_type, new_evidence=len(evidence) - loop.evidence_seen,
                       failed=failed, limits=limits, follow_ups=follow_up_tasks(loop.tasks, hops, loop.round, failed),
-                      alternatives=alternatives(loop.tasks, ctx))
+                      # other wordings only where a task is researched again (most verdicts refine none)
+                      alternatives=alternatives(loop.tasks, ctx) if any(refines(t, verdict) for t in loop.tasks)
+                      else None)
     taken = list(dict.fromkeys(q for t in decision.tasks for q in t.queries if q in hops))
     if taken:  # said only when the next round searches them
         emit(Step(messages.line("hops", language, queries=" · ".join(taken))))

@@ -364,7 +364,11 @@ class _Side(NamedTuple):
 
 
 def _side(e: Evidence, question: str) -> _Side:
-    return _Side(e.doc_id, title_core(e.title), names_title(e.title, question), e.text, e.title)
+    return _side_of(e.doc_id, e.title, e.text, question)
+
+
+def _side_of(doc: str, title: str, text: str, question: str) -> _Side:
+    return _Side(doc, title_core(title), names_title(title, question), text, title)
 
 
 def _link(a: Evidence, b: Evidence, question: str) -> float:
@@ -407,6 +411,16 @@ def _partners(sides: list[_Side]) -> list[set[int]]:
     return partners
 
 
+@lru_cache(maxsize=16)
+def _pair_index(question: str, passages: tuple[tuple[str, str, str], ...]) -> tuple[list[_Side], list[set[int]]]:
+    """What `ranked_pairs` reads of a ledger whatever the query: each passage's side and its possible partners.
+    A request ranks the pairs of one ledger for one question three times (the decline rule's pair and the linked
+    pair in selection, the linked pair again in synthesis), with other queries: this is read once. `passages`:
+    each passage's (document, title, text), all a side depends on. Callers must not change what it returns."""
+    sides = [_side_of(doc, title, text, question) for doc, title, text in passages]
+    return sides, _partners(sides)
+
+
 def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
                  ) -> list[tuple[float, float, tuple[int, int]]]:
     """Every two linked passages (`_link`), best first: by the share of the question's topic words they hold
@@ -420,8 +434,7 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
     hits = [frozenset(k for k, t in enumerate(query) if t & s) for s in stems]
     order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
     scored: list[tuple[float, float, tuple[int, int]]] = []
-    sides = [_side(e, question) for e in ledger]
-    partners = _partners(sides)
+    sides, partners = _pair_index(question, tuple((e.doc_id, e.title, e.text) for e in ledger))
     for i in order[:PAIR_FIRST]:
         if not hits[i]:
             continue
