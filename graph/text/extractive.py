@@ -412,13 +412,20 @@ def _partners(sides: list[_Side]) -> list[set[int]]:
 
 
 @lru_cache(maxsize=16)
-def _pair_index(question: str, passages: tuple[tuple[str, str, str], ...]) -> tuple[list[_Side], list[set[int]]]:
+def _pair_index(question: str, passages: Passages) -> tuple[list[_Side], list[set[int]]]:
     """What `ranked_pairs` reads of a ledger whatever the query: each passage's side and its possible partners.
     A request ranks the pairs of one ledger for one question three times (the decline rule's pair and the linked
-    pair in selection, the linked pair again in synthesis), with other queries: this is read once. `passages`:
-    each passage's (document, title, text), all a side depends on. Callers must not change what it returns."""
+    pair in selection, the linked pair again in synthesis), with two queries: this is read once. Callers must not
+    change what it returns."""
     sides = [_side_of(doc, title, text, question) for doc, title, text in passages]
     return sides, _partners(sides)
+
+
+Passages = tuple[tuple[str, str, str], ...]  # each passage's (document, title, text): all the pair ranking reads
+
+
+def _passages(ledger: list[Evidence]) -> Passages:
+    return tuple((e.doc_id, e.title, e.text) for e in ledger)
 
 
 def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
@@ -428,13 +435,18 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
     spread over the passage that names the bridge and the one about it, which may share few words with the
     question. The first passage is one of the `PAIR_FIRST` covering most, the second any. Each pair as (its score,
     the share of topic words it holds unweighted, as the decline rule reads coverage, the two indexes)."""
+    return _ranked(query, stems, _passages(ledger), question)
+
+
+def _ranked(query: list[frozenset[str]], stems: list[frozenset[str]], passages: Passages, question: str
+            ) -> list[tuple[float, float, tuple[int, int]]]:
     n = len(stems)
     weight = [math.log(1 + n / (1 + sum(bool(t & s) for s in stems))) for t in query]
     total = sum(weight) or 1.0
     hits = [frozenset(k for k, t in enumerate(query) if t & s) for s in stems]
     order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
     scored: list[tuple[float, float, tuple[int, int]]] = []
-    sides, partners = _pair_index(question, tuple((e.doc_id, e.title, e.text) for e in ledger))
+    sides, partners = _pair_index(question, passages)
     for i in order[:PAIR_FIRST]:
         if not hits[i]:
             continue
@@ -468,18 +480,26 @@ def linked_pair(question: str, evidence: list[Evidence], glossary: Glossary | No
     of their documents, adds one and scores within `PARTNER_MARGIN` of the best. When the best pair is right in one
     half only, the prompt still holds the other (tuning half of HotpotQA: both gold articles in a model's prompt
     0.76 -> 0.81, as with a partner for every pair, but with 0.24 fewer documents per prompt). [] when no two
-    passages are linked."""
+    passages are linked. Selection and synthesis both ask it of the same evidence: it is read once."""
+    if len(evidence) < 2:
+        return []
+    return [evidence[k] for k in _linked_indexes(question, glossary, _passages(evidence))]
+
+
+@lru_cache(maxsize=16)
+def _linked_indexes(question: str, glossary: Glossary | None, passages: Passages) -> tuple[int, ...]:
     query = query_terms(question, glossary)
-    if not query or len(evidence) < 2:
-        return []
-    ranked = ranked_pairs(query, [stems_of(e.text, glossary) for e in evidence], evidence, question)
+    if not query:
+        return ()
+    ranked = _ranked(query, [stems_of(text, glossary) for _, _, text in passages], passages, question)
     if not ranked:
-        return []
+        return ()
     best, _, (i, j) = ranked[0]
-    documents = {evidence[i].doc_id, evidence[j].doc_id}
+    doc = [d for d, _, _ in passages]
+    documents = {doc[i], doc[j]}
     partner = next((k for score, _, pair in ranked[1:] if best - score <= PARTNER_MARGIN for k in pair
-                    if evidence[k].doc_id not in documents and {evidence[m].doc_id for m in pair} & documents), None)
-    return [evidence[i], evidence[j]] + ([] if partner is None else [evidence[partner]])
+                    if doc[k] not in documents and {doc[m] for m in pair} & documents), None)
+    return (i, j) + (() if partner is None else (partner,))
 
 
 # A question asking for a number, date or name: sentences holding one that the question does not hold rank up
