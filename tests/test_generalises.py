@@ -552,6 +552,56 @@ def test_an_answer_draws_on_a_few_documents(document: object, documents: set, li
     assert extractive.admits(document, documents, limit) is admitted
 
 
+@pytest.mark.parametrize(("best", "named", "spread", "counted"), [
+    (0.7, False, True, False),  # an overview: a collection counts from KEEP_RATIO of the best passage
+    (0.7, False, False, True),  # a focused answer: from FOCUS_RATIO
+    (0.5, False, False, False),
+    (0.6, True, True, True),  # a collection the question names: from PRIOR_RATIO
+])
+def test_which_collections_count_for_an_answer(best: float, named: bool, spread: bool, counted: bool) -> None:
+    assert extractive.counts(best, 1.0, named, spread) is counted
+
+
+@pytest.mark.parametrize(("counted", "share", "linked", "named", "expected"), [
+    (True, 0.6, False, False, True),
+    (True, 0.4, False, False, False),  # covers less than half what the best passage covers
+    (False, 0.9, False, False, False),  # of a collection that does not count
+    (False, 0.3, True, False, True),  # one of the linked pair
+    (False, 0.3, False, True, True),  # of a document the question names
+])
+def test_which_passages_compete_for_an_answer(counted: bool, share: float, linked: bool, named: bool,
+                                              expected: bool) -> None:
+    assert extractive.selectable(counted, share, linked, named) is expected
+
+
+NAMED_WEAK = {
+    "en": [_linkable("sils", "Clouds of Sils Maria", "Clouds of Sils Maria is a 2014 drama film starring Juliette "
+                     "Binoche as an actress born in Paris. The film follows an established actress."),
+           _linkable("kapoor", "Sanjana Kapoor", "Sanjana Kapoor (born 1967) is an Indian theatre person and former "
+                     "film actress."),
+           _linkable("person", "In Person (film)", "In Person is a 1935 comedy with Ginger Rogers. It made a profit "
+                     "of $147,000.", "w2")],
+    "nl": [_linkable("wet", "Kernenergiewet", "Een vergunning vervalt als de houder de kerncentrale niet binnen drie "
+                     "jaar in bedrijf neemt. De vergunning vervalt ook bij intrekking.", "wetten"),
+           _linkable("dodewaard", "Kerncentrale Dodewaard", "De vergunning van kerncentrale Dodewaard vervalt niet; de "
+                     "centrale is buiten bedrijf.", "wetten"),
+           _linkable("borssele", "Kerncentrale Borssele", "Borssele ligt in Zeeland aan de Westerschelde, sinds 1973 in "
+                     "bedrijf tot eind 2033.", "anvs")],
+}
+
+
+@pytest.mark.parametrize(("question", "language"), [
+    ("In Person is a 1935 film starring an actress born in what year?", "en"),
+    ("Wanneer vervalt de vergunning van kerncentrale Borssele?", "nl"),
+])
+def test_the_document_a_question_names_speaks_in_its_answer(question: str, language: str) -> None:
+    """The passage of the document the question names holds little of its words, in a collection whose best
+    passage covers less than the others' best: its sentence still joins the answer."""
+    ledger = NAMED_WEAK[language]
+    facts = select_facts(question, ledger, 4, language=language, spread=False)
+    assert ledger[2].id in {i for f in facts for i in f.evidence_ids}, facts
+
+
 @pytest.mark.parametrize(("cited", "pair", "expected"), [
     (["bor"], ["bor", "delta"], ["delta"]),  # the bridge's second half
     (["delta", "vgn"], ["bor", "delta"], ["bor"]),
@@ -694,7 +744,7 @@ def test_a_model_reads_the_linked_pair_even_when_no_key_fact_comes_from_it() -> 
      [_linkable("x", "Besluit stralingsbescherming", "Het besluit regelt de bescherming tegen straling bij kerninstallaties."),
       _linkable("r", "Wet op de Raad van State", "De Wet op de Raad van State regelt de adviestaak van de Raad sinds 1962."),
       _linkable("k", "Kernenergiewet", "De Kernenergiewet geldt sinds 1963 voor kerninstallaties in Nederland.")],
-     {"r", "k"}, {"r"}),
+     {"r", "k"}, {"r", "k"}),  # read from the query, the document it names still competes (`selectable`)
 ])
 def test_names_and_titles_are_read_in_the_question_as_asked(asked: str, query: str, evidence: list[Evidence],
                                                             with_asked: set[str], without: set[str]) -> None:
