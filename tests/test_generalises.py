@@ -622,6 +622,34 @@ def test_the_documents_the_linked_pair_adds_to_an_answer(cited: list[str], pair:
     assert [e.doc_id for e in completed] == expected
 
 
+@pytest.mark.parametrize(("ledger", "ranked", "cited", "expected"), [
+    # the best pair of all (vgn, zee) is another reading; the best through a document the answer cites leads on
+    (OPERATED, [(0.9, 1.0, (2, 3)), (0.8, 1.0, (0, 1))], {"bor"}, ["bor", "delta"]),
+    (OPERATED, [(0.9, 1.0, (2, 3)), (0.8, 1.0, (0, 1))], {"vgn"}, ["vgn", "zee"]),
+    (OPERATED, [(0.9, 1.0, (2, 3))], {"exp"}, []),  # no pair through what the answer cites
+    (OPERATED_EN, [(0.9, 1.0, (2, 3)), (0.8, 1.0, (0, 1))], {"delta"}, ["bor", "delta"]),
+])
+def test_the_pair_through_what_an_answer_cites(ledger: list[Evidence], ranked: list, cited: set[str],
+                                               expected: list[str]) -> None:
+    document = {e.id: e.doc_id for e in ledger}
+    assert [e.doc_id for e in extractive.anchored(ranked, ledger, cited, document)] == expected
+
+
+@pytest.mark.parametrize(("question", "ledger", "cited", "expected"), [
+    ("Wie zijn de eigenaren van de exploitant van kerncentrale Borssele?", OPERATED, set(), ["bor"]),
+    ("Wie zijn de eigenaren van de exploitant van kerncentrale Borssele?", OPERATED, {"bor"}, []),  # cited already
+    ("Is Delta Energie de exploitant van Kerncentrale Borssele?", OPERATED, {"vgn"}, ["bor", "delta"]),
+    ("Who are the owners of the operator of the Borssele Nuclear Power Station?", OPERATED_EN, {"delta"}, ["bor"]),
+    ("Who owns the plant's operator?", OPERATED_EN, set(), []),  # names no document
+])
+def test_the_documents_a_question_names_close_its_answer(question: str, ledger: list[Evidence], cited: set[str],
+                                                         expected: list[str]) -> None:
+    document = {e.id: e.doc_id for e in ledger}
+    covered = [(extractive.coverage(extractive.query_terms(question), e.text), e) for e in ledger]
+    named = extractive.named_passages(covered, question, document, cited)
+    assert [e.doc_id for e in named] == expected
+
+
 @pytest.mark.parametrize(("name", "text", "expected"), [
     ("Chris Van Hollen", "A bill introduced by Chris Van Hollen in 2010.", True),
     ("Bratislava", "Satinský was born in Bratislava in 1941.", True),  # one word, mid-sentence
