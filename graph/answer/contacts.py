@@ -108,9 +108,9 @@ def _not_phone(char: str) -> bool:
 
 
 def _run_start(text: str, end: int, stops: Callable[[str], bool]) -> int:
-    """Where the run of characters that do not `stop` it ends at `end` (or just before a newline there: `$`)
-    starts: no match of `_LAST_WORD` or `_PHONE_TAIL` ending at `end` starts earlier (but a `+` just before), so
-    they are searched from there, not from the start of a text that may be a whole answer (a fast model's)."""
+    """The start of the run of characters before `end` (or before a newline just there, as `$` reads it) none of
+    which `stops`: no match of `_LAST_WORD` or `_PHONE_TAIL` ending at `end` starts earlier (but for a `+` just
+    before it), so they are searched from there, not from the start of a text that may be a whole answer."""
     if text[end - 1:end] == "\n":
         end -= 1
     start = end
