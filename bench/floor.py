@@ -63,8 +63,17 @@ async def plan(state: FloorState) -> dict:
     return {}
 
 
-def fan_out(state: FloorState) -> list[Send]:
+# the routing functions, as the service's: coroutines on the event loop, at the same three branches
+async def after_route(state: FloorState) -> str:
+    return "plan"
+
+
+async def fan_out(state: FloorState) -> list[Send]:
     return [Send("research", {"question": state["question"], "collection": c}) for c in state["collections"]]
+
+
+async def after_judge(state: FloorState) -> str:
+    return "synthesize"
 
 
 async def research(task: dict, runtime: Runtime[FloorContext]) -> dict:
@@ -87,21 +96,17 @@ async def synthesize(state: FloorState, runtime: Runtime[FloorContext]) -> dict:
     return {}
 
 
-async def _route_on(state: FloorState) -> list[Send]:  # on the event loop, as the service's routing functions
-    return fan_out(state)
-
-
 def build_graph():
     graph = StateGraph(FloorState, context_schema=FloorContext)
     for name, node in (("route", route), ("plan", plan), ("research", research), ("summarize", summarize),
                        ("judge", judge), ("synthesize", synthesize)):
         graph.add_node(name, node)
     graph.add_edge(START, "route")
-    graph.add_edge("route", "plan")
-    graph.add_conditional_edges("plan", _route_on, ["research"])
+    graph.add_conditional_edges("route", after_route, ["plan"])
+    graph.add_conditional_edges("plan", fan_out, ["research"])
     graph.add_edge("research", "summarize")
     graph.add_edge("summarize", "judge")
-    graph.add_edge("judge", "synthesize")
+    graph.add_conditional_edges("judge", after_judge, ["synthesize"])
     graph.add_edge("synthesize", END)
     return graph.compile()
 

@@ -443,21 +443,21 @@ def _partners(sides: list[_Side]) -> list[set[int]]:
     return partners
 
 
-@lru_cache(maxsize=16)
-def _pair_index(question: str, passages: Passages) -> tuple[list[_Side], list[set[int]]]:
-    """What `ranked_pairs` reads of a ledger whatever the query: each passage's side and its possible partners.
-    A request ranks the pairs of one ledger for one question three times (the decline rule's pair and the linked
-    pair in selection, the linked pair again in synthesis), with two queries: this is read once. Callers must not
-    change what it returns."""
-    sides = [_side_of(doc, title, text, question) for doc, title, text in passages]
-    return sides, _partners(sides)
-
-
 Passages = tuple[tuple[str, str, str], ...]  # each passage's (document, title, text): all the pair ranking reads
 
 
 def _passages(ledger: list[Evidence]) -> Passages:
     return tuple((e.doc_id, e.title, e.text) for e in ledger)
+
+
+@lru_cache(maxsize=16)
+def _pair_index(question: str, passages: Passages) -> tuple[list[_Side], list[set[int]]]:
+    """What `ranked_pairs` reads of a ledger whatever the query: each passage's side and its possible partners.
+    Selection ranks the pairs of one ledger for one question twice, with two queries (the decline rule's pair for
+    the search query, `asked_pairs` for the question as asked): this is read once. Callers must not change what it
+    returns."""
+    sides = [_side_of(doc, title, text, question) for doc, title, text in passages]
+    return sides, _partners(sides)
 
 
 def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
@@ -614,8 +614,9 @@ def anchored(ranked: list[tuple[float, float, tuple[int, int]]], evidence: list[
     holds the document its bridge leads to (tuning half of HotpotQA, with `named_passages` and 3
     `ANSWER_DOCUMENTS`: gold articles cited 0.906 -> 0.909, documents cited 3.57 -> 3.63, replayed on the run's
     final evidence). `document`: passage id -> its document."""
+    cited = set(cited)
     return next(([evidence[i], evidence[j]] for _, _, (i, j) in ranked
-                 if {document.get(evidence[i].id), document.get(evidence[j].id)} & set(cited)), [])
+                 if {document.get(evidence[i].id), document.get(evidence[j].id)} & cited), [])
 
 
 def named_passages(covered: list[tuple[float, Evidence]], question: str, document: dict[str, Hashable],
