@@ -197,6 +197,20 @@ def follow_up_tasks(tasks: list[ResearchTask], queries: list[str], round_no: int
             for task in tasks if task.collection not in failed and not task.condense]
 
 
+def lookup_tasks(tasks: list[ResearchTask], found: list[tuple[str, str, str]], round_no: int, failed: set[str]
+                 ) -> list[ResearchTask]:
+    """Title lookups: each (name, collection, doc_id) found by `list_documents` searched on its own collection only,
+    that document's passages first; only on collections this round searched (not on failed ones)."""
+    out = []
+    for task in tasks:
+        mine = [(name, doc_id) for name, collection, doc_id in found if collection == task.collection]
+        if mine and task.collection not in failed and not task.condense:
+            out.append(task.model_copy(update={
+                "id": f"{task.id.split('@')[0]}@{round_no + 1}=", "query": mine[0][0],
+                "extra": [n for n, _ in mine[1:]], "doc_ids": [d for _, d in mine], "condense": False, "after": None}))
+    return out
+
+
 def with_findings(task: ResearchTask, tasks: list[ResearchTask], facts: list[Fact], evidence: list[Evidence]
                   ) -> ResearchTask:
     """A dependent sub-question, sharpened with the names and numbers its prerequisite found."""

@@ -21,15 +21,16 @@ from docserver.embedded import serve_in_background
 from graph.answer.events import AnswerDelta, Step
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
-from graph.clients.mcp_client import DocumentClient
+from graph.clients.mcp_client import DocumentClient, DocumentRef
 from graph.collections import Catalog, Collection, load_catalog
 from graph.context import Context
 from graph.models import Evidence, Turn
+from graph.nodes.judge import title_lookups
 from graph.nodes.plan import Translation, accept_translation
 from graph.runner import run_pipeline, start
 from graph.text import extractive
 from graph.text.extractive import select_facts
-from graph.text.hops import bridge_queries, link_queries, title_like, unfound_things
+from graph.text.hops import bridge_queries, link_candidates, link_queries, title_like, titled, unfound_things
 from graph.text.language import detect_language
 from graph.text.routing import focus_terms
 
@@ -218,6 +219,14 @@ async def test_a_bridge_question_cites_both_articles(bridge: Context) -> None:
     steps, body, sources = await ask(bridge, BRIDGE_QUESTION)
     assert "I'm a Jayhawk" in body
     assert {"University of Kansas", "Kansas Jayhawks"} <= set(cited_titles(sources))
+
+
+@pytest.mark.asyncio
+async def test_names_are_looked_up_as_titles_on_the_document_server(bridge: Context) -> None:
+    """Over MCP: a name is found where a document is titled by it (not by a longer title holding it); a name no
+    title holds finds nothing."""
+    found = await title_lookups(bridge, ["Lawrence", "Kansas Jayhawks", "Big 12 Conference"])
+    assert found == [("Kansas Jayhawks", "wiki_b", "kansas-jayhawks")]
 
 
 @pytest.mark.asyncio
@@ -673,6 +682,48 @@ def test_lookups_are_the_names_the_best_passages_give_that_no_document_is_about(
     dutch = "Wanneer vervalt de vergunning van kerncentrale Borssele?"
     assert link_queries(dutch, dutch, [PERMIT], set()) == ["Kernenergiewet"]
     assert "Kernenergiewet" not in link_queries(dutch, dutch, [PERMIT, NUCLEAR_ACT], set())
+
+
+DEAD_HEAT = _linkable("dh", "Dead Heat on a Merry-Go-Round", "Dead Heat on a Merry-Go-Round is a 1966 American heist "
+                     "film directed by Bernard Girard and starring James Coburn, Camilla Sparv, Aldo Ray, Nina Wayne, "
+                     "Robert Webber, Rose Marie, Todd Armstrong and Marian McCargo. It marked the film debut of "
+                     "Harrison Ford, who played a bellhop.")
+BELLHOPS = _linkable("bh", "Bellhop", "A bellhop carries the luggage of hotel guests; Star Wars Hotel staff wear them.")
+LAWS_NAMED = _linkable("lic", "Vergunning kerncentrale Borssele", "De vergunning van de kerncentrale Borssele is "
+                      "verleend door de ANVS op grond van de Kernenergiewet en het Bkse; daarnaast geldt de "
+                      "Omgevingswet.", "anvs")
+
+
+def test_link_candidates_read_the_documents_the_question_names_first() -> None:
+    """The passage of the document a bridge question names holds the bridge, though other passages cover more of
+    the question's words; the names it gives come first, the question's own and gathered titles never."""
+    question = "Who did the actor who played a bellhop in Dead Heat on a Merry-Go-Round play in Star Wars?"
+    found = link_candidates(question, question, [BELLHOPS, DEAD_HEAT], set())
+    assert found[:3] == ["American", "Bernard Girard", "James Coburn"] and "Harrison Ford" in found
+    assert "Star Wars" not in found and "Dead Heat on a Merry-Go-Round" not in found
+    assert link_candidates(question, question, [BELLHOPS, DEAD_HEAT], set(), limit=3) == found[:3]
+    dutch = "Op grond van welke wetten is de vergunning van kerncentrale Borssele verleend?"
+    assert link_candidates(dutch, dutch, [LAWS_NAMED], {"anvs"}) == ["Kernenergiewet", "Bkse", "Omgevingswet"]
+
+
+def _ref(title: str, collection: str = "w1") -> DocumentRef:
+    return DocumentRef(collection=collection, doc_id=title.lower().replace(" ", "-"), title=title)
+
+
+@pytest.mark.parametrize(("candidates", "refs", "expected"), [
+    (["Bernard Girard", "James Coburn", "Harrison Ford"],
+     [_ref("Harrison Ford filmography"), _ref("Harrison Ford", "w3"), _ref("James Coburn Jr.")],
+     [("Harrison Ford", "w3")]),  # only a document titled by the name itself
+    (["Styx", "Renegade"], [_ref("Renegade (Styx song)"), _ref("Styx (band)", "w2")],
+     [("Styx", "w2"), ("Renegade", "w1")]),  # a title's qualifier is not part of the name
+    (["Kernenergiewet", "Wet milieubeheer"], [_ref("Kernenergiewet", "wetten"), _ref("Wet milieubeheer", "wetten")],
+     [("Kernenergiewet", "wetten"), ("Wet milieubeheer", "wetten")]),  # in candidate order
+    (["kernenergiewet"], [_ref("Wijziging van de Kernenergiewet", "wetten")], []),
+    (["A", "B", "C", "D", "E"], [_ref(t) for t in "EDCBA"], [(t, "w1") for t in "ABCD"]),  # at most MAX_LINKS
+])
+def test_a_name_is_looked_up_where_a_document_is_titled_by_it(candidates: list[str], refs: list[DocumentRef],
+                                                              expected: list[tuple[str, str]]) -> None:
+    assert [(name, ref.collection) for name, ref in titled(candidates, refs)] == expected
 
 
 @pytest.mark.parametrize(("a", "b", "expected"), [

@@ -21,7 +21,18 @@ from graph.clients.mcp_client import DocumentClient
 from graph.collections import Catalog, Collection, load_catalog
 from graph.config import PipelineConfig
 from graph.context import Context
-from graph.loop import Decision, Limits, Loop, coverage_verdict, decide, follows_links, refine, refines, unexplored
+from graph.loop import (
+    Decision,
+    Limits,
+    Loop,
+    coverage_verdict,
+    decide,
+    follows_links,
+    lookup_tasks,
+    refine,
+    refines,
+    unexplored,
+)
 from graph.models import Fact, ResearchTask, Turn, Verdict
 from graph.nodes.synthesize import not_found, says_anything
 from graph.runner import run_pipeline, start
@@ -716,6 +727,22 @@ async def test_llm_mode_declines_without_a_summary_call_when_no_passage_covers_t
 def test_links_are_followed_once_for_questions_about_things(kind: str, side_by_side: bool, round_no: int,
                                                              expected: bool) -> None:
     assert follows_links(kind, side_by_side, round_no) is expected
+
+
+@pytest.mark.parametrize(("found", "failed", "expected"), [
+    ([("Harrison Ford", "w3", "hf")], set(), [("w3", ["Harrison Ford"], ["hf"])]),  # on its own collection only
+    ([("Kernenergiewet", "wetten", "kew"), ("Wet milieubeheer", "wetten", "wm")], set(),
+     [("wetten", ["Kernenergiewet", "Wet milieubeheer"], ["kew", "wm"])]),  # one task per collection
+    ([("Kernenergiewet", "wetten", "kew")], {"wetten"}, []),  # not on a collection whose search failed
+    ([("Styx", "elsewhere", "styx")], set(), []),  # nor on one this round did not search
+    ([], set(), []),
+])
+def test_a_title_found_is_searched_on_its_collection_with_its_document_first(
+        found: list[tuple[str, str, str]], failed: set[str], expected: list[tuple[str, list[str], list[str]]]) -> None:
+    tasks = [_task(name, condense=False) for name in ("w1", "w3", "wetten")] + [_task("side")]
+    out = lookup_tasks(tasks, found, 1, failed)
+    assert [(t.collection, t.queries, t.doc_ids) for t in out] == expected
+    assert all(not t.condense and t.id.endswith("@2=") for t in out)
 
 
 @pytest.mark.parametrize(("status", "expected"), [

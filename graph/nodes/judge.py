@@ -3,6 +3,8 @@ the loop's rule (`graph/loop.py:decide`) says whether another round runs and wit
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 
 from langgraph.runtime import Runtime
@@ -10,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from graph.answer import messages
 from graph.answer.events import Step, emit
+from graph.clients.mcp_client import DocumentError, DocumentRef
 from graph.context import Context
 from graph.loop import (
     Decision,
@@ -20,6 +23,7 @@ from graph.loop import (
     failed_collections,
     follow_up_tasks,
     follows_links,
+    lookup_tasks,
     model_judges,
     refines,
     research_rounds,
@@ -32,8 +36,10 @@ from graph.models import ResearchTask, Status, Usage, Verdict
 from graph.nodes.plan import in_language_by_model, language_label
 from graph.state import State
 from graph.structured import ask_json
-from graph.text.hops import bridge_queries, complete, link_queries
+from graph.text.hops import bridge_queries, complete, link_candidates, link_queries, titled
 from graph.text.routing import side_by_side
+
+log = logging.getLogger(__name__)
 
 
 class Missing(BaseModel):
@@ -74,6 +80,23 @@ def alternatives(tasks: list[ResearchTask], ctx: Context) -> dict[str, list[str]
     return out
 
 
+async def title_lookups(ctx: Context, names: list[str]) -> list[tuple[str, str, str]]:
+    """(name, collection, doc_id) for each name that titles a document (`list_documents`, one call per name, at
+    once). A failed lookup finds nothing and is logged: the research goes on with what the searches find."""
+    if not names:
+        return []
+    replies = await asyncio.gather(*(ctx.docs.list_documents(n) for n in names), return_exceptions=True)
+    refs: list[DocumentRef] = []
+    for reply in replies:
+        if isinstance(reply, DocumentError):
+            log.warning("title lookup failed: %s", reply)
+            continue
+        if isinstance(reply, BaseException):
+            raise reply
+        refs.extend(reply)
+    return [(name, ref.collection, ref.doc_id) for name, ref in titled(names, refs)]
+
+
 def sources(tasks: list[ResearchTask], ctx: Context) -> list[str]:
     """The researched sources as the judging prompt names them: label and the language of its documents, so that
     a refined query is written in that language."""
@@ -110,13 +133,23 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
     # a second hop, from the evidence, for a question about one thing or a comparison of things
     if route.query_type in ("factual", "comparative") and not side_by_side(route) and verdict.status != "sufficient":
         hops = bridge_queries(state["question"], focus, evidence, ctx.catalog.words())
-    links = link_queries(state["question"], focus, evidence, ctx.catalog.words()) \
-        if follows_links(route.query_type, side_by_side(route), loop.round) else []
-    if links:  # the first round's best passages name things no gathered document is about: look them up
+    links: list[str] = []
+    found: list[tuple[str, str, str]] = []
+    if follows_links(route.query_type, side_by_side(route), loop.round):
+        # the first names of the passages covering the question best are searched on every collection; the other
+        # names they and the documents the question names give, only where `list_documents` finds a document
+        # titled by them (a call each, at once; a search only for a title found)
+        links = link_queries(state["question"], focus, evidence, ctx.catalog.words())
+        found = await title_lookups(ctx, [n for n in link_candidates(state["question"], focus, evidence,
+                                                                     ctx.catalog.words()) if n not in links])
+    if links or found:  # the first round's passages name things no gathered document is about: look them up
         hops = list(dict.fromkeys(links + hops))
         verdict = unexplored(verdict)
+    # a title found is searched on its collection first: `untried` keeps the first task of a (collection, query)
+    follow_ups = lookup_tasks(loop.tasks, found, loop.round, failed) + follow_up_tasks(loop.tasks, hops, loop.round, failed)
+    hops = list(dict.fromkeys(hops + [n for n, _, _ in found]))  # what the think line may name
     decision = decide(loop, verdict, kind=route.query_type, new_evidence=len(evidence) - loop.evidence_seen,
-                      failed=failed, limits=limits, follow_ups=follow_up_tasks(loop.tasks, hops, loop.round, failed),
+                      failed=failed, limits=limits, follow_ups=follow_ups,
                       # other wordings only where a task is researched again (most verdicts refine none)
                       alternatives=alternatives(loop.tasks, ctx) if any(refines(t, verdict) for t in loop.tasks)
                       else None)

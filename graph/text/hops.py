@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 
+from graph.clients.mcp_client import DocumentRef
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
-from graph.text.extractive import query_terms, stems_of, title_core, unqualified, weighted_coverage
+from graph.text.extractive import names_title, query_terms, stems_of, title_core, unqualified, weighted_coverage
 from textkit import STOPWORDS
 
 # A name: capitalised words (or words with digits), joined by short lower-case connectors ("Folie à Deux",
@@ -157,6 +158,7 @@ def bridge_queries(question: str, focus: str, evidence: list[Evidence], exclude:
     return queries
 
 
+MAX_CANDIDATES = 16  # names checked against the document titles (`list_documents`), one call each (see judge)
 MAX_LINKS = 4  # tuning half (HotpotQA): 2, 4, 6 lookups: both gold gathered 0.912, 0.932, 0.942; 0.35, 0.42, 0.56 s each
 
 
@@ -172,10 +174,36 @@ def title_like(name: str, text: str) -> bool:
     return len(plain) > 1 or bool(re.search(r"[\w,;:]\s+" + re.escape(name), text))
 
 
+def link_candidates(question: str, focus: str, evidence: list[Evidence], exclude: set[str],
+                    limit: int = MAX_CANDIDATES) -> list[str]:
+    """The names that may title the bridge's document: those the passages of documents the question names mention
+    (a bridge question names its first hop: "the actor who played a bellhop in Dead Heat on a Merry-Go-Round"),
+    then those of the passages covering the question best (`title_like`), that neither the question holds nor
+    any gathered document is titled by; at most `limit`, in that order."""
+    query = query_terms(focus)
+    if not evidence or not query:
+        return []
+    named = [i for i, e in enumerate(evidence) if names_title(e.title, question)]
+    best = best_covering(weighted_coverage(query, [stems_of(f"{e.title} {e.text}") for e in evidence]))
+    known = {title_core(e.title) for e in evidence}
+    asked = question.lower()
+    out: list[str] = []
+    for i in dict.fromkeys(named + best):
+        for name in names(evidence[i].text, exclude):
+            low = name.lower()
+            if len(low) < 3 or low in asked or not title_like(name, evidence[i].text) \
+                    or any(low == k or low.startswith(f"{k} ") for k in known):  # a gathered document's title
+                continue
+            if name not in out:
+                out.append(name)
+            if len(out) >= limit:
+                return out
+    return out
+
+
 def link_queries(question: str, focus: str, evidence: list[Evidence], exclude: set[str]) -> list[str]:
-    """Title lookups for the bridge: the names the passages covering the question best mention (`title_like`)
-    that neither the question holds nor any gathered document is titled by, each searched on its own (a document
-    about a name ranks first for it); at most `MAX_LINKS`."""
+    """Title lookups for the bridge searched on every collection: the first `MAX_LINKS` link candidates of the
+    passages covering the question best (a document about a name ranks first for it)."""
     query = query_terms(focus)
     if not evidence or not query:
         return []
@@ -194,3 +222,14 @@ def link_queries(question: str, focus: str, evidence: list[Evidence], exclude: s
             if len(out) >= MAX_LINKS:
                 return out
     return out
+
+
+def titled(candidates: list[str], refs: list[DocumentRef], limit: int = MAX_LINKS) -> list[tuple[str, DocumentRef]]:
+    """The candidates that are the title of a listed document (`list_documents`' answer to them; compared without
+    the title's qualifier and case: "Styx" titles "Styx (band)"), with that document, in candidate order; at most
+    `limit`."""
+    by_title: dict[str, DocumentRef] = {}
+    for ref in refs:
+        by_title.setdefault(title_core(ref.title), ref)
+    out = [(name, by_title[name.lower()]) for name in candidates if name.lower() in by_title]
+    return out[:limit]
