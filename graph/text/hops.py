@@ -4,8 +4,9 @@ A question about two named things ("Who is older, A or B?") is searched for each
 whole: one BM25 query with both names ranks passages that mention either, rarely both articles. A question that
 goes through an intermediate entity ("the band that recorded album X was formed in which city?") needs a second
 hop: the first hop finds the passage about X, which names the band; the band's name plus the words of the
-question that passage does not cover is the next query. Pure functions over text; the loop decides when to use
-them (`graph/loop.py`). Written by hand: the names come from capitalisation and quotes, which no library here
+question that passage does not cover is the next query; the names first-hop passages give are also looked up as
+document titles (`link_candidates`, `titled`: the judge asks `list_documents`). Pure functions over text; the loop
+decides when to use them (`graph/loop.py`). Written by hand: the names come from capitalisation and quotes, which no library here
 extracts for both Dutch and English without a model.
 """
 
@@ -174,21 +175,14 @@ def title_like(name: str, text: str) -> bool:
     return len(plain) > 1 or bool(re.search(r"[\w,;:]\s+" + re.escape(name), text))
 
 
-def link_candidates(question: str, focus: str, evidence: list[Evidence], exclude: set[str],
-                    limit: int = MAX_CANDIDATES) -> list[str]:
-    """The names that may title the bridge's document: those the passages of documents the question names mention
-    (a bridge question names its first hop: "the actor who played a bellhop in Dead Heat on a Merry-Go-Round"),
-    then those of the passages covering the question best (`title_like`), that neither the question holds nor
-    any gathered document is titled by; at most `limit`, in that order."""
-    query = query_terms(focus)
-    if not evidence or not query:
-        return []
-    named = [i for i, e in enumerate(evidence) if names_title(e.title, question)]
-    best = best_covering(weighted_coverage(query, [stems_of(f"{e.title} {e.text}") for e in evidence]))
+def _unfollowed_names(question: str, evidence: list[Evidence], exclude: set[str], passages: list[int],
+                      limit: int) -> list[str]:
+    """The names `passages` (positions in `evidence`) mention, in order, that may be a title (`title_like`) and that
+    neither the question holds nor any gathered document is titled by; at most `limit`."""
     known = {title_core(e.title) for e in evidence}
     asked = question.lower()
     out: list[str] = []
-    for i in dict.fromkeys(named + best):
+    for i in passages:
         for name in names(evidence[i].text, exclude):
             low = name.lower()
             if len(low) < 3 or low in asked or not title_like(name, evidence[i].text) \
@@ -201,27 +195,30 @@ def link_candidates(question: str, focus: str, evidence: list[Evidence], exclude
     return out
 
 
-def link_queries(question: str, focus: str, evidence: list[Evidence], exclude: set[str]) -> list[str]:
-    """Title lookups for the bridge searched on every collection: the first `MAX_LINKS` link candidates of the
-    passages covering the question best (a document about a name ranks first for it)."""
+def _best_passages(focus: str, evidence: list[Evidence]) -> list[int]:
     query = query_terms(focus)
     if not evidence or not query:
         return []
-    best = best_covering(weighted_coverage(query, [stems_of(f"{e.title} {e.text}") for e in evidence]))
-    known = {title_core(e.title) for e in evidence}
-    asked = question.lower()
-    out: list[str] = []
-    for i in best:
-        for name in names(evidence[i].text, exclude):
-            low = name.lower()
-            if len(low) < 3 or low in asked or not title_like(name, evidence[i].text) \
-                    or any(low == k or low.startswith(f"{k} ") for k in known):  # a gathered document's title
-                continue
-            if name not in out:
-                out.append(name)
-            if len(out) >= MAX_LINKS:
-                return out
-    return out
+    return best_covering(weighted_coverage(query, [stems_of(f"{e.title} {e.text}") for e in evidence]))
+
+
+def link_queries(question: str, focus: str, evidence: list[Evidence], exclude: set[str]) -> list[str]:
+    """Title lookups for the bridge, searched on every collection: the names the passages covering the question best
+    mention that no gathered document is about (a document about a name ranks first for it); at most `MAX_LINKS`."""
+    return _unfollowed_names(question, evidence, exclude, _best_passages(focus, evidence), MAX_LINKS)
+
+
+def link_candidates(question: str, focus: str, evidence: list[Evidence], exclude: set[str],
+                    limit: int = MAX_CANDIDATES) -> list[str]:
+    """The names that may title the bridge's document, to be checked against the titles (`titled`): those the
+    passages of documents the question names mention (a bridge question names its first hop: "the actor who played
+    a bellhop in Dead Heat on a Merry-Go-Round"), then those of the passages covering the question best; at most
+    `limit`."""
+    best = _best_passages(focus, evidence)
+    if not best:
+        return []
+    named = [i for i, e in enumerate(evidence) if names_title(e.title, question)]
+    return _unfollowed_names(question, evidence, exclude, list(dict.fromkeys(named + best)), limit)
 
 
 def titled(candidates: list[str], refs: list[DocumentRef], limit: int = MAX_LINKS) -> list[tuple[str, DocumentRef]]:
