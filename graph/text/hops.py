@@ -13,8 +13,9 @@ extracts for both Dutch and English without a model.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
-from graph.clients.mcp_client import DocumentRef
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
 from graph.text.extractive import names_title, query_terms, stems_of, title_core, unqualified, weighted_coverage
@@ -221,11 +222,19 @@ def link_candidates(question: str, focus: str, evidence: list[Evidence], exclude
     return _unfollowed_names(question, evidence, exclude, list(dict.fromkeys(named + best)), limit)
 
 
-def titled(candidates: list[str], refs: list[DocumentRef], limit: int = MAX_LINKS) -> list[tuple[str, DocumentRef]]:
+class Titled(Protocol):
+    @property
+    def title(self) -> str: ...
+
+
+T = TypeVar("T", bound=Titled)
+
+
+def titled(candidates: list[str], refs: Sequence[T], limit: int = MAX_LINKS) -> list[tuple[str, T]]:
     """The candidates that are the title of a listed document (`list_documents`' answer to them; compared without
     the title's qualifier and case: "Styx" titles "Styx (band)"), with that document, in candidate order; at most
     `limit`."""
-    by_title: dict[str, DocumentRef] = {}
+    by_title: dict[str, T] = {}
     for ref in refs:
         by_title.setdefault(title_core(ref.title), ref)
     out = [(name, by_title[name.lower()]) for name in candidates if name.lower() in by_title]
