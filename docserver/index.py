@@ -286,8 +286,14 @@ class Index:
         self._set_titles()
 
     def _set_titles(self) -> None:
-        self._titles = {name: {d.doc_id: frozenset().union(*analyze(d.title)) for d in docs.values()}
-                        for name, docs in self._documents.items()}
+        """Per collection, the documents whose title holds each stem (a title lookup reads only its words' lists,
+        not every title: research looks names up as titles, many at once)."""
+        self._titles: dict[str, dict[str, set[str]]] = {}
+        for name, docs in self._documents.items():
+            postings = self._titles[name] = {}
+            for d in docs.values():
+                for stem in frozenset().union(*analyze(d.title)):
+                    postings.setdefault(stem, set()).add(d.doc_id)
 
     def _update(self, previous: "Index") -> bool:
         """This index as ``previous`` changed into it, reusing ``previous`` (which is not modified): only the
@@ -484,10 +490,8 @@ class Index:
 
     def match_titles(self, query: str, collection: str) -> list[Document]:
         """Documents whose title shares a stem with ``query``; most matched query words first."""
-        query_tokens = dict.fromkeys(analyze(query))
-        matches: list[tuple[int, str]] = []
-        for doc_id, title_stems in self._titles.get(collection, {}).items():
-            hits = sum(1 for token in query_tokens if token & title_stems)
-            if hits:
-                matches.append((-hits, doc_id))
-        return [self._documents[collection][doc_id] for _, doc_id in sorted(matches)]
+        postings = self._titles.get(collection, {})
+        hits: Counter[str] = Counter()
+        for token in dict.fromkeys(analyze(query)):
+            hits.update(set().union(*(postings.get(stem, ()) for stem in token)))
+        return [self._documents[collection][doc_id] for _, doc_id in sorted((-n, d) for d, n in hits.items())]
