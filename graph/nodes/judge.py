@@ -135,7 +135,7 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
         hops = bridge_queries(state["question"], focus, evidence, ctx.catalog.words())
     links: list[str] = []
     found: list[tuple[str, str, str]] = []
-    if follows_links(route.query_type, side_by_side(route), loop.round):
+    if follows_links(route.query_type, side_by_side(route), loop.round) and loop.round < limits.max_rounds:
         # the first names of the passages covering the question best are searched on every collection; the other
         # names they and the documents the question names give, only where `list_documents` finds a document
         # titled by them (a call each, at once; a search only for a title found)
