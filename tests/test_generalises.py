@@ -30,7 +30,7 @@ from graph.nodes.plan import Translation, accept_translation
 from graph.runner import run_pipeline, start
 from graph.text import extractive
 from graph.text.extractive import select_facts
-from graph.text.hops import bridge_queries, link_candidates, link_queries, title_like, titled, unfound_things
+from graph.text.hops import bridge_queries, link_candidates, link_queries, names, title_like, titled, unfound_things
 from graph.text.language import detect_language
 from graph.text.routing import focus_terms
 
@@ -239,6 +239,18 @@ async def test_an_overview_lists_documents_across_collections_once_each(bundled:
     assert len(documents) == len(set(documents))  # one entry per document
 
 
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # a name ends where its sentence ends ...
+    ("A 1935 film starring Ginger Rogers. It made a profit.", ["Ginger Rogers"]),
+    ("De vergunning van kerncentrale Borssele. De ANVS ziet erop toe.", ["Borssele", "ANVS"]),
+    # ... not at an abbreviation's dot
+    ("Manchester United F.C. in Europe. St. Louis and Mrs. Smith met.", ["Manchester United F.C. in Europe",
+                                                                          "St. Louis", "Mrs. Smith"]),
+])
+def test_names_do_not_run_on_past_a_sentence(text: str, expected: list[str]) -> None:
+    assert names(text) == expected
+
 @pytest.mark.parametrize(("question", "unfound"), [
     # two things listed, one named in full by a passage, the other by none: answered in part
     ("Which is older, the University of Kansas or Miskatonic University?", ["Miskatonic University"]),
@@ -414,6 +426,12 @@ PERMIT = _linkable("borssele", "Kerncentrale Borssele", "De vergunning van kernc
 NUCLEAR_ACT = _linkable("kew", "Kernenergiewet", "De Kernenergiewet regelt de vergunningen voor kerninstallaties "
                           "in Nederland.", "wetten")
 NUCLEAR_ACT_SUMMARY = _linkable("kew-s", "Kernenergiewet (samenvatting)", "Een samenvatting van de Kernenergiewet.", "anvs")
+# a person named by surname only, in English and in Dutch
+TRIBOMETER = _linkable("tri", "Tribometer", "A tribometer measures friction. It was invented by the 18th century Dutch "
+                       "scientist Musschenbroek.")
+MUSSCHENBROEK = _linkable("pvm", "Pieter van Musschenbroek", "Pieter van Musschenbroek was a Dutch scientist.")
+LETTER = _linkable("brief", "Brief over de vergunning", "De brief over de vergunning kwam van minister Kamp.", "anvs")
+KAMP = _linkable("kamp", "Henk Kamp", "Henk Kamp was minister van Economische Zaken.", "anvs")
 
 
 @pytest.mark.parametrize(("title", "question", "named"), [
@@ -445,6 +463,10 @@ def test_a_question_names_a_title_as_a_name(title: str, question: str, named: bo
     (NUCLEAR_ACT, NUCLEAR_ACT_SUMMARY, "Wat regelt de Kernenergiewet?", 0.0),  # a law and its summary: one name
     (DODD, FALL_RIVER, "Is the Bobby Dodd Stadium older than the fall river heritage state park?", 0.0),  # no name
     (PERMIT, NUCLEAR_ACT, "Is de Kerncentrale Borssele ouder dan de Kernenergiewet?", 1.0),  # two named things
+    (TRIBOMETER, MUSSCHENBROEK, "Who invented the tribometer?", 0.5),  # half a title: a surname names a person
+    (LETTER, KAMP, "Wie schreef de brief over de vergunning?", 0.5),
+    (TRIBOMETER, _linkable("jvm", "Jan Willem van Musschenbroek", "Jan Willem van Musschenbroek made instruments."),
+     "Who invented the tribometer?", 0.0),  # a third of a title: no link
 ])
 def test_two_passages_are_linked_by_a_title_one_names(a: Evidence, b: Evidence, question: str,
                                                       expected: float) -> None:
@@ -464,6 +486,50 @@ def test_the_best_pair_is_the_linked_one_covering_the_question(question: str, le
     assert found is not None and {ledger[i].id for i in found[1]} == pair
 
 
+
+# a bridge from the document the question names, against a linked pair that holds more of the question's rarer words
+CHACONNE_LEDGER = [
+    _linkable("ch", "Chaconne in F minor (Pachelbel)", "Chaconne in F minor is a piece for organ by Johann Pachelbel."),
+    _linkable("jp", "Johann Pachelbel", "Johann Pachelbel was a German composer and organist of the Baroque era."),
+    _linkable("s2", "Symphony No. 2 (Strauss)", "The Symphony No. 2 in F minor is by a composer of German nationality, "
+              "Richard Strauss."),
+    _linkable("rs", "Richard Strauss", "Richard Strauss was a German composer."),
+    _linkable("cd", "Chaconne", "A chaconne is a dance."),
+]
+PERMIT_LEDGER = [
+    _linkable("kb", "Kerncentrale Borssele", "De vergunning van kerncentrale Borssele werd in 2013 verleend door "
+              "minister Kamp.", "anvs"),
+    _linkable("hk", "Henk Kamp", "Henk Kamp was minister van Economische Zaken voor de VVD.", "anvs"),
+    _linkable("wm", "Wet milieubeheer", "Elke partij kan bezwaar maken tegen een vergunning die de minister verleent.",
+              "wetten"),
+    _linkable("ke", "Kernenergiewet", "De minister verleent de vergunning voor een kerncentrale; de Wet milieubeheer "
+              "geldt.", "wetten"),
+    _linkable("zl", "Zeeland", "In Zeeland ligt Borssele.", "anvs"),
+]
+
+
+@pytest.mark.parametrize(("question", "ledger", "bridge", "other"), [
+    ("What was the nationality of the composer of Chaconne in F minor?", CHACONNE_LEDGER, {"ch", "jp"}, {"s2", "rs"}),
+    ("Van welke partij was de minister die de vergunning van kerncentrale Borssele verleende?", PERMIT_LEDGER,
+     {"kb", "hk"}, {"wm", "ke"}),
+])
+def test_a_bridge_from_the_document_the_question_names_ranks_first(
+        question: str, ledger: list[Evidence], bridge: set[str], other: set[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first hop is the document the question names; the pair it forms with the document its passage names
+    ranks above a linked pair of passages that hold more of the question's rarer words (which is what ranks first
+    without `FROM_NAMED_WEIGHT`)."""
+    query = extractive.query_terms(question)
+    stems = [extractive.stems_of(e.text) for e in ledger]
+
+    def best() -> set[str]:
+        _, _, (i, j) = extractive.ranked_pairs(query, stems, ledger, question)[0]
+        return {ledger[i].doc_id, ledger[j].doc_id}
+
+    assert best() == bridge
+    monkeypatch.setattr(extractive, "FROM_NAMED_WEIGHT", 0.0)
+    assert best() == other
+
 def _every_pair(query, stems, ledger, question):
     """`ranked_pairs` as it read the ledger before `_partners`: `_linked` asked of every pair."""
     n = len(stems)
@@ -477,8 +543,10 @@ def _every_pair(query, stems, ledger, question):
         for j in order:
             if hits[i] and j != i and sides[i].doc != sides[j].doc and (link := extractive._linked(sides[i], sides[j])):
                 union = hits[i] | hits[j]
+                named = sides[i].named + sides[j].named
                 score = sum(weight[k] for k in union) / total + extractive.LINK_WEIGHT * (
-                    link ** extractive.LINK_POWER + extractive.NAMED_WEIGHT * (sides[i].named and sides[j].named))
+                    link ** extractive.LINK_POWER + extractive.NAMED_WEIGHT * (named == 2)
+                    + extractive.FROM_NAMED_WEIGHT * (named == 1))
                 scored.append((score, len(union) / len(query), (i, j)))
     return sorted(scored, key=lambda t: -t[0])
 
