@@ -464,6 +464,11 @@ def test_a_question_names_a_title_as_a_name(title: str, question: str, named: bo
     (DODD, FALL_RIVER, "Is the Bobby Dodd Stadium older than the fall river heritage state park?", 0.0),  # no name
     (PERMIT, NUCLEAR_ACT, "Is de Kerncentrale Borssele ouder dan de Kernenergiewet?", 1.0),  # two named things
     (TRIBOMETER, MUSSCHENBROEK, "Who invented the tribometer?", 0.5),  # half a title: a surname names a person
+    # a title inside a longer word is not named ("changed" is not "Change", "kernenergiewetgeving" not the act)
+    (_linkable("xv", "Xavin", "Xavin changed into a woman."), _linkable("ch", "Change (album)", "An album."),
+     "Where did Xavin first appear?", 0.0),
+    (_linkable("wg", "Wetgeving", "De kernenergiewetgeving is streng.", "anvs"), NUCLEAR_ACT, "Wat zegt de wetgeving?",
+     0.0),
     (LETTER, KAMP, "Wie schreef de brief over de vergunning?", 0.5),
     (TRIBOMETER, _linkable("jvm", "Jan Willem van Musschenbroek", "Jan Willem van Musschenbroek made instruments."),
      "Who invented the tribometer?", 0.0),  # a third of a title: no link
