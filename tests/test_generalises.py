@@ -792,6 +792,9 @@ def _ref(title: str, collection: str = "w1") -> DocumentRef:
     (["Kernenergiewet", "Wet milieubeheer"], [_ref("Kernenergiewet", "wetten"), _ref("Wet milieubeheer", "wetten")],
      [("Kernenergiewet", "wetten"), ("Wet milieubeheer", "wetten")]),  # in candidate order
     (["kernenergiewet"], [_ref("Wijziging van de Kernenergiewet", "wetten")], []),
+    # the part before a comma names a document too, after the full titles
+    (["Smyrna", "Borssele"], [_ref("Smyrna, Georgia"), _ref("Borssele, kerncentrale", "anvs"), _ref("Borssele", "w2")],
+     [("Smyrna", "w1"), ("Borssele", "w2")]),
     (["A", "B", "C", "D", "E"], [_ref(t) for t in "EDCBA"], [(t, "w1") for t in "ABCD"]),  # at most MAX_LINKS
 ])
 def test_a_name_is_looked_up_where_a_document_is_titled_by_it(candidates: list[str], refs: list[DocumentRef],

@@ -235,10 +235,13 @@ T = TypeVar("T", bound=Titled)
 
 def titled(candidates: list[str], refs: Sequence[T], limit: int = MAX_LINKS) -> list[tuple[str, T]]:
     """The candidates that are the title of a listed document (`list_documents`' answer to them; compared without
-    the title's qualifier and case: "Styx" titles "Styx (band)"), with that document, in candidate order; at most
-    `limit`."""
+    the title's qualifier and case: "Styx" titles "Styx (band)", and "Smyrna" "Smyrna, Georgia"), with that document,
+    in candidate order; at most `limit` (tuning half of HotpotQA, the comma's qualifier: gold articles cited 0.927 ->
+    0.928)."""
     by_title: dict[str, T] = {}
     for ref in refs:
         by_title.setdefault(title_core(ref.title), ref)
+    for ref in refs:  # then by the part before a comma: "Smyrna" titles "Smyrna, Georgia" (not before a full title)
+        by_title.setdefault(title_core(ref.title).split(", ")[0], ref)
     out = [(name, by_title[name.lower()]) for name in candidates if name.lower() in by_title]
     return out[:limit]
