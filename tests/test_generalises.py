@@ -223,10 +223,11 @@ async def test_a_bridge_question_cites_both_articles(bridge: Context) -> None:
 
 @pytest.mark.asyncio
 async def test_names_are_looked_up_as_titles_on_the_document_server(bridge: Context) -> None:
-    """Over MCP: a name is found where a document is titled by it (not by a longer title holding it); a name no
-    title holds finds nothing."""
-    found = await title_lookups(bridge, ["Lawrence", "Kansas Jayhawks", "Big 12 Conference"])
-    assert found == [("Kansas Jayhawks", "wiki_b", "kansas-jayhawks")]
+    """Over MCP: a name is found where a document is titled by it, or by it and a qualifier after a comma
+    ("Lawrence, Kansas"), not where a longer title merely holds it ("Kansas"); a name no title holds finds
+    nothing."""
+    found = await title_lookups(bridge, ["Kansas", "Lawrence", "Kansas Jayhawks", "Big 12 Conference"])
+    assert found == [("Lawrence", "wiki_b", "lawrence"), ("Kansas Jayhawks", "wiki_b", "kansas-jayhawks")]
 
 
 @pytest.mark.asyncio
