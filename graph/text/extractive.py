@@ -488,8 +488,8 @@ def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledge
     spread over the passage that names the bridge and the one about it, which may share few words with the
     question; and more when the question names one of the two documents (a bridge from the thing it names,
     `FROM_NAMED_WEIGHT`) or both (two things compared, `NAMED_WEIGHT`). The first passage is one of the `PAIR_FIRST`
-    covering most, the second any. Each pair as (its score,
-    the share of topic words it holds unweighted, as the decline rule reads coverage, the two indexes)."""
+    covering most, the second any. Each pair as (its score, the share of topic words it holds unweighted, as the
+    decline rule reads coverage, the two indexes)."""
     return _ranked(query, stems, _passages(ledger), question)
 
 
