@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
+from graph.answer.sentences import BOUNDARY as SENTENCE_BOUNDARY
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
 from graph.text.extractive import names_title, query_terms, stems_of, title_core, unqualified, weighted_coverage
@@ -27,9 +28,6 @@ _NAME = re.compile(
     r"(?<![\w'’])(?:[A-Z][\w'’.&/-]*)(?:\s+(?:(?:of|the|de|van|der|den|het|la|le|du|des|à|for|on|in|a)\s+)*"
     r"[A-Z0-9][\w'’.&/-]*)*"
 )
-# a name does not run on past the end of a sentence ("… starring Ginger Rogers. It made …"); abbreviations
-# ("F.C.", "St.", "Mrs.") do not end one
-_SENTENCE_END = re.compile(r"(?<=[a-z]{3}\.)\s+")
 _QUOTED = re.compile(r"\"([^\"]{2,100})\"|“([^”]{2,100})”")
 _LEADING = set(
     "what which who whom whose where when why how is are was were does do did can could has have had in on at of "
@@ -51,7 +49,9 @@ def names(text: str, exclude: set[str] | frozenset[str] = frozenset()) -> list[s
     opening word and words in `exclude`, such as collection names, are not names)."""
     found = [a or b for a, b in _QUOTED.findall(text)]
     rest = _QUOTED.sub(" , ", text)
-    found += [_clean(part) for m in _NAME.finditer(rest) for part in _SENTENCE_END.split(m.group(0))]
+    # a name does not run on past the end of a sentence ("… starring Ginger Rogers. It made …"): the one rule of
+    # where sentences end, not after an abbreviation or an initial ("St. Louis", "F.C.")
+    found += [_clean(part) for m in _NAME.finditer(rest) for part in SENTENCE_BOUNDARY.split(m.group(0))]
     out: dict[str, None] = {}
     for name in found:
         name = name.strip()
