@@ -910,3 +910,41 @@ def test_names_and_titles_are_read_in_the_question_as_asked(asked: str, query: s
     language = "nl" if "wet" in query else "en"
     assert documents(select_facts(query, evidence, 4, language=language, spread=False, asked=asked)) == with_asked
     assert documents(select_facts(query, evidence, 4, language=language, spread=False)) == without
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Which city was the man who is known for a science humor story born in?", True),
+    ("Where is the headquarters of the advertising agency which is recognized for a campaign?", True),
+    ("In what year was the author of the book in which a dog speaks born?", True),
+    ("Welke minister die de vergunning tekende is nu burgemeester?", True),
+    ("In welk jaar is de wet waarin de einddatum staat ingevoerd?", True),
+    ("Waarin verschillen de eisen van IAEA en ANVS?", False),  # the question's own opening word
+    ("Which film was released first?", False),  # the question's own "which" describes nothing
+    ("Which sites has the Dutch cabinet selected for the two new nuclear power plants?", False),
+    ("Hoeveel kost de bouw van de PALLAS-reactor?", False),
+])
+def test_a_question_reaching_its_subject_through_a_description(question: str, expected: bool) -> None:
+    assert extractive.describes(question) is expected
+
+
+FRAZEE = _linkable("jf", "John Frazee", "John Frazee was an American sculptor. He was born in Rahway, a city in "
+                   "New Jersey.")
+CAT_PARADOX = _linkable("bcp", "Buttered cat paradox", "The buttered cat paradox is a humor story that combines two "
+                        "adages. The story was drawn by John Frazee.")
+REACTORS = _linkable("hor", "Onderzoeksreactoren", "De nieuwe reactor in Petten valt onder de Kernenergiewet.", "anvs")
+REACTOR_ACT = _linkable("wet", "Kernenergiewet", "De Kernenergiewet regelt de kosten van de bouw van een reactor.",
+                        "anvs")
+
+
+@pytest.mark.parametrize(("question", "language", "ledger", "answered"), [
+    # no name, nor a passage holding most of the question: through a description, the linked pair answers
+    ("Which city was the man who drew the humor story of two adages born in?", "en", [CAT_PARADOX, FRAZEE], True),
+    ("Which city was the author of the humor story of two adages born in?", "en", [CAT_PARADOX, FRAZEE], False),
+    ("Wat zijn de kosten van de bouw van de nieuwe reactor die in Petten bij zee staat?", "nl",
+     [REACTORS, REACTOR_ACT], True),
+    ("Wat zijn de kosten van de bouw van de nieuwe reactor in Petten bij zee?", "nl", [REACTORS, REACTOR_ACT], False),
+])
+def test_a_described_subject_is_answered_through_a_linked_pair(question: str, language: str,
+                                                               ledger: list[Evidence], answered: bool) -> None:
+    facts = select_facts(question, ledger, 4, language=language, spread=False)
+    assert bool(facts) is answered
