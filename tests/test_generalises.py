@@ -920,6 +920,7 @@ def test_names_and_titles_are_read_in_the_question_as_asked(asked: str, query: s
     ("In welk jaar is de wet waarin de einddatum staat ingevoerd?", True),
     ("Waarin verschillen de eisen van IAEA en ANVS?", False),  # the question's own opening word
     ("Which film was released first?", False),  # the question's own "which" describes nothing
+    ("In which city was Pieter van Musschenbroek born?", False),
     ("Which sites has the Dutch cabinet selected for the two new nuclear power plants?", False),
     ("Hoeveel kost de bouw van de PALLAS-reactor?", False),
 ])

@@ -192,9 +192,10 @@ def select_facts(
     question's topic words (for a question naming two things, or reaching its subject through a description
     (`describes`), without `spread`: nor two linked passages together, `best_pair`), or a name or number from the
     question occurs in no passage at all, nothing is selected and the question is declined instead of answered with
-    near misses (`min_coverage=0` turns this off, for sub-agents researching a source the user named). Then the evidence decides which collections count (`counts`): those whose
-    best passage clears `KEEP_RATIO` of the best one (`PRIOR_RATIO` for the collections in `prior`, the ones the
-    question names; `FOCUS_RATIO` without `spread`). Sentences of their covering passages, of the linked pair and of
+    near misses (`min_coverage=0` turns this off, for sub-agents researching a source the user named). Then the
+    evidence decides which collections count (`counts`): those whose best passage clears `KEEP_RATIO` of the best one
+    (`PRIOR_RATIO` for the collections in `prior`, the ones the question names; `FOCUS_RATIO` without `spread`).
+    Sentences of their covering passages, of the linked pair and of
     the documents the question names (`selectable`) are ranked by the IDF-weighted query words they share (rare
     words count most; the glossary's concepts count as words), in the question's language first, named collections,
     documents the question names and the article it names ahead; at most `per_source` per passage. With `spread`,
@@ -303,16 +304,17 @@ def select_facts(
 
 
 # a relative clause after a word: "the man who is known for …", "a town that had …", "the book in which …", "de
-# minister die …", "de wet waarin …" (not a question's own opening "which" or "waarin")
+# minister die …", "de wet waarin …"; not the question's own opening ("Which film …", "In which year …", "Waarin …")
 _RELATIVE = re.compile(r"(?<=\w)\s+(?:(?:(?:in|of|for|by|at|on|to|from|with)\s+)?(?:who|whom|whose|which|that)"
                        r"|die|dat|wiens|wier|waarin|waarvan|waarvoor|waarop|waarmee|waardoor|waarbij|waaraan)\s+[a-z]",
                        re.IGNORECASE)
+_OPENING = re.compile(r"^\W*(?:(?:in|of|for|by|at|on|to|from|with)\s+)?(?:who|whom|whose|which|that)\b", re.IGNORECASE)
 
 
 def describes(question: str) -> bool:
     """Whether a question reaches what it asks about through a description of it ("Which city was the man who is
     known for … born in?"): through a thing it does not name, so two linked passages may answer it together."""
-    return bool(_RELATIVE.search(question))
+    return bool(_RELATIVE.search(_OPENING.sub("", question)))
 
 
 def _focused(query: list[frozenset[str]], names: list[set[str]], ledger: list[Evidence],
