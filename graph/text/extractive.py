@@ -195,15 +195,14 @@ def select_facts(
     near misses (`min_coverage=0` turns this off, for sub-agents researching a source the user named). Then the
     evidence decides which collections count (`counts`): those whose best passage clears `KEEP_RATIO` of the best one
     (`PRIOR_RATIO` for the collections in `prior`, the ones the question names; `FOCUS_RATIO` without `spread`).
-    Sentences of their covering passages, of the linked pair and of
-    the documents the question names (`selectable`) are ranked by the IDF-weighted query words they share (rare
-    words count most; the glossary's concepts count as words), in the question's language first, named collections,
-    documents the question names and the article it names ahead; at most `per_source` per passage. With `spread`,
-    collections take turns so every consulted source is represented (overviews, comparisons); else the sentences
-    that together cover the question win (`_covering`), opened by a sentence of each of two linked passages
-    (`best_pair`, `pair_sentences`) when together they hold more of the question than any one passage, from at most
-    `ANSWER_DOCUMENTS` documents, and closed, past `max_facts`, by a sentence of each document of the linked pair
-    the answer rests on that it does not cite (`completing`).
+    Sentences of their covering passages, of the linked pair and of the documents the question names (`selectable`) are
+    ranked by the IDF-weighted query words they share (rare words count most; the glossary's concepts count as words),
+    in the question's language first, named collections, documents the question names and the article it names ahead; at
+    most `per_source` per passage. With `spread`, collections take turns so every consulted source is represented
+    (overviews, comparisons); else the sentences that together cover the question win (`_covering`), opened by a
+    sentence of each of two linked passages (`best_pair`, `pair_sentences`) when together they hold more of the question
+    than any one passage, from at most `ANSWER_DOCUMENTS` documents, and closed, past `max_facts`, by a sentence of each
+    document of the linked pair the answer rests on that it does not cite (`completing`).
     `asked`: the question as the user typed it, when `question` is a search query made of it (without its small
     words: "Queen Blood" no longer names the film "Queen of Blood"), for what reads names and titles."""
     query = query_terms(question, glossary)
@@ -305,10 +304,10 @@ def select_facts(
 
 # a relative clause after a word: "the man who is known for …", "a town that had …", "the book in which …", "de
 # minister die …", "de wet waarin …"; not the question's own opening ("Which film …", "In which year …", "Waarin …")
-_RELATIVE = re.compile(r"(?<=\w)\s+(?:(?:(?:in|of|for|by|at|on|to|from|with)\s+)?(?:who|whom|whose|which|that)"
-                       r"|die|dat|wiens|wier|waarin|waarvan|waarvoor|waarop|waarmee|waardoor|waarbij|waaraan)\s+[a-z]",
-                       re.IGNORECASE)
-_OPENING = re.compile(r"^\W*(?:(?:in|of|for|by|at|on|to|from|with)\s+)?(?:who|whom|whose|which|that)\b", re.IGNORECASE)
+_RELATIVE_EN = r"(?:(?:in|of|for|by|at|on|to|from|with)\s+)?(?:who|whom|whose|which|that)"  # "in which", "that"
+_RELATIVE = re.compile(rf"(?<=\w)\s+(?:{_RELATIVE_EN}|die|dat|wiens|wier|waarin|waarvan|waarvoor|waarop|waarmee"
+                       r"|waardoor|waarbij|waaraan)\s+[a-z]", re.IGNORECASE)
+_OPENING = re.compile(rf"^\W*{_RELATIVE_EN}\b", re.IGNORECASE)
 
 
 def describes(question: str) -> bool:
