@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     mcp_server_url: str = ""
     mcp_timeout_s: float = 20.0
     mcp_protocol: Literal["legacy", "auto"] = "auto"
+    # bearer token sent to MCP_SERVER_URL (`Authorization: Bearer …`); the embedded server gets a random one
+    mcp_auth_token: str = Field("", repr=False)
     collections_file: Path = ROOT / "graph" / "collections.json"
     prompts_dir: Path = ROOT / "prompts"
 
@@ -68,6 +70,9 @@ class Settings(BaseSettings):
     # Open WebUI uses: 15 s; httpx: 5 s), so the client closes first; a server that closes first races a client
     # reusing the connection at that moment, and the client gets a dropped request (uvicorn's default is 5 s).
     http_idle_timeout_s: float = Field(75.0, gt=0)
+    # a client that has not sent a whole request (headers, then body) within this long is disconnected
+    request_header_timeout_s: float = Field(30.0, gt=0)
+    max_connections: int = Field(1000, ge=1)  # open client connections at most; beyond: 503 and closed
     think_mode: Literal["tags", "reasoning_content", "off"] = "tags"
     stream_interval_ms: float = Field(50.0, ge=0)  # answer tokens within this interval go out as one chunk
     log_level: str = "INFO"
