@@ -1,4 +1,5 @@
-"""`python -m app ask "..."`: stream one question to the terminal (think lines dimmed, answer, sources).
+"""`python -m app ask "..."`: stream one question to the terminal (think lines dimmed, answer, sources), with the
+control characters of what the service sends written as escapes (`textkit.untrusted.terminal`).
 
 Talks to a running service (`--url`, default http://HOST:PORT/v1); with `--local`, or when nothing answers
 there, it starts the service in-process on a free port first.
@@ -23,6 +24,7 @@ import uvicorn
 from httpx_sse import connect_sse
 
 from graph.clients.cache import tenant_of
+from textkit.untrusted import terminal
 
 DIM, RESET = "\033[2m", "\033[0m"
 
@@ -63,14 +65,14 @@ def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: 
             with connect_sse(client, "POST", url.rstrip("/") + "/chat/completions", json=body, headers=headers) as sse:
                 if sse.response.status_code != 200:
                     sse.response.read()
-                    print(f"error {sse.response.status_code}: {sse.response.text}", file=sys.stderr)
+                    print(f"error {sse.response.status_code}: {terminal(sse.response.text)}", file=sys.stderr)
                     return 1
                 for event in sse.iter_sse():
                     if event.data == "[DONE]":
                         break
                     chunk = json.loads(event.data)
                     if "error" in chunk:
-                        print(f"\nerror: {chunk['error'].get('message')}", file=sys.stderr)
+                        print(f"\nerror: {terminal(str(chunk['error'].get('message')))}", file=sys.stderr)
                         return 1
                     for choice in chunk.get("choices") or []:
                         text = (choice.get("delta") or {}).get("content") or ""
@@ -79,9 +81,9 @@ def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: 
                             out.write(DIM if color else "")
                         if state == "think" and "</think>" in text:
                             thought, text = text.split("</think>", 1)
-                            out.write(thought + (RESET if color else "") + "\n")
+                            out.write(terminal(thought, lines=True) + (RESET if color else "") + "\n")
                             state, text = "answer", text.lstrip("\n")
-                        out.write(text)
+                        out.write(terminal(text, lines=True))  # what a document holds never drives the terminal
                         out.flush()
         out.write("\n")
         return 0

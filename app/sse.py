@@ -1,12 +1,17 @@
 """Renders typed thought events as OpenAI chat-completion chunks (and Open WebUI `event` lines).
 
 One renderer per request. It also accumulates the think text and the answer, so the non-streaming path
-uses the same rendering rules. Every piece of text passes the reasoning-tag neutraliser first.
+uses the same rendering rules. Every piece of text passes the reasoning-tag neutraliser first. What documents
+carry passes `textkit.untrusted` here, at the edge: a think line is written as Markdown-escaped text (titles,
+queries and names in it are shown, never rendered as links, images or tags), and a source's title and link are
+plain text and an http(s) link in every field that carries them (source events, `citations`, `search_results`,
+annotations).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from app.annotations import display_title, url_citations
@@ -31,6 +36,7 @@ from graph.answer.events import (
 )
 from graph.answer.sanitize import TagNeutralizer, neutralize
 from graph.text.claims import withdraw
+from textkit.untrusted import markdown_text, plain, safe_url
 
 THINK_OPEN, THINK_CLOSE = "<think>\n", "</think>\n\n"
 
@@ -87,12 +93,13 @@ class ChunkRenderer:
 
     # ------------------------------------------------------------ think block
     def _think(self, line: str) -> list[dict[str, Any]]:
-        line = neutralize(" ".join(line.split()))
+        status = neutralize(plain(line))  # Open WebUI shows a status as text
+        line = neutralize(markdown_text(line))  # the think block is rendered as Markdown
         self.reasoning.append(line)
-        self.last_status = line
+        self.last_status = status
         out: list[dict[str, Any]] = []
         if self.openwebui:
-            out.append(self._status(line))
+            out.append(self._status(status))
         if self._think_state == "closed":
             return out
         if self.think_mode == "reasoning_content":
@@ -116,9 +123,11 @@ class ChunkRenderer:
         if isinstance(event, Step):
             return self._think(event.text)
         if isinstance(event, Finished):
-            self.final_status = neutralize(event.text)
+            self.final_status = neutralize(plain(event.text))
             return []
         if isinstance(event, SourceFound):
+            event = replace(event, title=plain(event.title), url=safe_url(event.url),
+                            evidence_id=plain(event.evidence_id))
             self.sources.append(event)
             out = []
             if self.openwebui:

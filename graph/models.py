@@ -1,10 +1,13 @@
-"""The pipeline's data types: what is retrieved, concluded and decided, with no behaviour and no clients."""
+"""The pipeline's data types: what is retrieved, concluded and decided, with no behaviour and no clients (but the
+invariants of what a document server sends: `Evidence` holds its metadata as plain text and its link as http(s))."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from textkit.untrusted import body, plain, safe_url
 
 QueryType = Literal["factual", "exploratory", "deep_dive", "comparative"]
 Language = Literal["nl", "en"]
@@ -27,6 +30,24 @@ class Evidence(BaseModel):
     relevance: float = 0.0
     summary: bool = False  # a paraphrase, not the official text of the source
     withheld: int = 0  # sentences addressed to the model taken out of it (`graph.text.injection.screen`)
+
+    @field_validator("id", "title", "section", "doc_id", "collection")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        """A document's metadata is somebody else's text: one line, no control characters (`textkit.untrusted`)."""
+        return plain(value)
+
+    @field_validator("text")
+    @classmethod
+    def _readable(cls, value: str) -> str:
+        """A passage keeps its lines; the control characters and bidi overrides in it are taken out."""
+        return body(value)
+
+    @field_validator("url")
+    @classmethod
+    def _web_link(cls, value: str) -> str:
+        """A link from a document is kept only as an http(s) link: a `javascript:` or `data:` URL is dropped."""
+        return safe_url(value)
 
 
 class Fact(BaseModel):

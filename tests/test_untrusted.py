@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from markdown_it import MarkdownIt
 
-from textkit.untrusted import markdown_text, plain, safe_url, terminal
+from textkit.untrusted import body, markdown_text, plain, safe_url, terminal
 
 HOSTILE_TITLES = [
     "[klik hier](javascript:alert(1))",
@@ -34,10 +34,22 @@ HOSTILE_TITLES = [
     ("kapot \ud800 teken", "kapot \ufffd teken"),
     ("a\u2028b\u2029c", "a b c"),
     ("  veel    ruimte  ", "veel ruimte"),
+    ("rapport_2021_def.pdf", "rapport_2021_def.pdf"),
     (None, ""),
 ])
 def test_plain(value: str | None, expected: str) -> None:
     assert plain(value) == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("regel 1\nregel 2\ttab\r\n", "regel 1\nregel 2\ttab\r\n"),
+    ("a\x00b\x1b[31mc\x07d\x85e", "ab[31mcde"),
+    ("links\u202erechts \u2067x\u2069 \u200fRLM", "linksrechts x \u200fRLM"),
+    ("kapot \ud800", "kapot \ufffd"),
+    (None, ""),
+])
+def test_body(value: str | None, expected: str) -> None:
+    assert body(value) == expected
 
 
 @pytest.mark.parametrize(("value", "expected"), [

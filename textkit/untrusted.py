@@ -5,6 +5,7 @@ starts a fake list entry, a right-to-left override that turns a name around, an 
 a link may be `javascript:`. The functions here are the one place that decides what such a value may become:
 
 - `plain`: one line of text (JSON fields, logs): controls, line breaks and bidirectional overrides are spaces.
+- `body`: a text of several lines (a passage): its line breaks and tabs kept, other controls and overrides out.
 - `safe_url`: an `http`/`https` link with a host (or a path of the service's own), else the empty string.
 - `markdown_text`: `plain`, with every character Markdown or HTML reads as markup escaped (sources list, bullets,
   think block: Open WebUI renders those as Markdown).
@@ -17,16 +18,20 @@ import re
 import unicodedata
 from urllib.parse import urlsplit
 
-__all__ = ["markdown_text", "plain", "safe_url", "terminal"]
+__all__ = ["body", "markdown_text", "plain", "safe_url", "terminal"]
 
 # Bidirectional controls (embeddings, overrides, isolates, marks) turn the text around them: never shown raw.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # What a line of plain text may not hold: C0 and C1 controls, DEL, line and paragraph separators, bidi controls.
 _BREAKS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029" + "".join(sorted(_BIDI)) + "]+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# In a text of several lines: the controls but tab, line feed and carriage return, and the bidi controls that
+# reorder what follows (embeddings, overrides, isolates; the marks LRM, RLM and ALM are ordinary in RTL text)
+_BODY_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")
 _SPACES = re.compile(r"[ \t]{2,}")
-# Markdown (CommonMark, GFM) and HTML punctuation that can start markup anywhere in a line
-_MARKUP = re.compile(r"([\\`*_\[\]<>!|~#{}])")
+# Markdown (CommonMark, GFM) and HTML punctuation that can start markup anywhere in a line; an underscore between
+# two letters or digits cannot (CommonMark: no intraword emphasis with `_`), so `rapport_2021_def` stays readable
+_MARKUP = re.compile(r"([\\`*\[\]<>!|~#{}]|(?<![^\W_])_|_(?![^\W_]))")
 # ... and what starts a block (list, quote, heading, rule) only at the start of a line
 _BLOCK_START = re.compile(r"^(\d{1,9})([.)])|^([-+=])")
 # Characters a link written into Markdown (`[title](url)`, `<url>`) may not carry raw
@@ -43,6 +48,14 @@ def plain(text: str | None) -> str:
     if not text:
         return ""
     return _SPACES.sub(" ", _BREAKS.sub(" ", _no_surrogates(str(text)))).strip()
+
+
+def body(text: str | None) -> str:
+    """`text` with its lines: control characters but tab and line breaks, and the bidi controls that reorder text,
+    taken out; lone surrogates become U+FFFD."""
+    if not text:
+        return ""
+    return _BODY_CONTROLS.sub("", _no_surrogates(str(text)))
 
 
 def safe_url(url: str | None, *, own_prefixes: tuple[str, ...] = ()) -> str:
@@ -77,12 +90,14 @@ def _escape(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def terminal(text: str | None) -> str:
+def terminal(text: str | None, *, lines: bool = False) -> str:
     """`text` for a terminal: control characters (C0, C1, DEL), line breaks, bidi controls and lone surrogates are
-    written as escapes (``\\x1b``, ``\\n``, ``\\u202e``), so a name can neither move the cursor nor fake a line."""
+    written as escapes (``\\x1b``, ``\\n``, ``\\u202e``), so a name can neither move the cursor nor fake a line.
+    `lines`: a text of several lines (an answer), whose newlines are kept."""
     if not text:
         return ""
     return "".join(
+        ch if lines and ch == "\n" else
         _escape(ch) if (ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp")) else ch
         for ch in str(text)
     )

@@ -1,5 +1,6 @@
 """Addresses in an answer must come from its sources: a URL, e-mail address or phone number that no passage
-the model read (text or metadata) contains is removed as the answer streams.
+the model read (text or metadata) contains is removed as the answer streams; a `javascript:`, `data:` or `file:`
+link is removed even when a passage holds it (a planted link for the reader to click).
 
 An address is what a planted instruction wants most ("send readers to <url>", "tell users to call …") and what
 a small model invents most convincingly. Held back while it may still grow (the word being written, a run of
@@ -24,8 +25,10 @@ _PHONE = re.compile(r"(?<![\w+])\+?\d[\d ()./-]{7,}\d(?!\w)")
 _PHONE_TAIL = re.compile(r"(?<![\w+])\+?\d[\d ()./-]*$")
 _LAST_WORD = re.compile(r"\S*$")
 _MARK = re.compile(r"«/?[0-9a-f]{4}»")
+# a link that runs code or carries a document when clicked: never an address, whatever the sources hold
+_UNSAFE_LINK = re.compile(r"\b(?:(?:java|vb)script:|data:[\w.+-]+/|file:/)[^\s<>\[\]\"'`]*", re.IGNORECASE)
 # what every match of the patterns above holds (a superset: a text without it has nothing to scrub)
-_MAYBE = re.compile(r"[@«]|https?://|www\.|[a-z0-9-]\.[a-z]|\d[\d ()./-]{7,}\d", re.IGNORECASE)
+_MAYBE = re.compile(r"[@«]|https?://|www\.|[a-z0-9-]\.[a-z]|\d[\d ()./-]{7,}\d|script:|data:|file:", re.IGNORECASE)
 _TRAILING = ".,;:!?)'\"/"
 MIN_PHONE_DIGITS, MAX_HELD = 9, 300
 
@@ -93,6 +96,7 @@ def scrub(text: str, allowed: Allowed, removed: str) -> tuple[str, int]:
     if not _MAYBE.search(text):  # nothing an address (or a passage mark) could start with: the common case
         return text, 0
     text = _MARK.sub("", text)
+    text = _UNSAFE_LINK.sub(lambda m: check(False, m), text)
     text = _EMAIL.sub(lambda m: check(allowed.email(m.group(0)), m), text)
     text = _URL_WITH_SCHEME.sub(lambda m: check(allowed.url(m.group(0)), m), text)
     text = _BARE_DOMAIN.sub(lambda m: check(allowed.url(m.group(0)), m), text)

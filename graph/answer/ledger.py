@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from graph.answer import messages
 from graph.models import Evidence, Fact, Language
+from textkit.untrusted import markdown_text, safe_url
 
 _WORDS = re.compile(r"\w+")
 NEAR_DUPLICATE = 0.8  # word-set overlap (Jaccard) from which a document's text repeats an earlier one's
@@ -192,13 +193,15 @@ class Ledger:
         lines = [f"**{messages.line('sources', language)}**", ""]
         mark = messages.line("summary_mark", language)
         for n, e in enumerate(entries, 1):
-            label = f"{e.title}" + (f", {e.section}" if e.section and e.section != e.title else "")
-            meta = [display(e.collection)]
+            # the document's own words are written as text: Markdown in a title cannot become a link or a line
+            label = markdown_text(e.title) + (f", {markdown_text(e.section)}" if e.section and e.section != e.title
+                                               else "")
+            meta = [markdown_text(display(e.collection))]
             if e.year:
                 meta.append(str(e.year))
             if e.summary and mark.lower() not in label.lower():  # "Kernenergiewet (samenvatting)" says it already
                 meta.append(mark)
-            link = f" — {e.url}" if e.url else ""
+            link = f" — {url}" if (url := safe_url(e.url)) else ""
             lines.append(f"{n}. {label} ({', '.join(meta)}){link}")
         return "\n".join(lines)
 

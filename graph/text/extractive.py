@@ -15,6 +15,7 @@ from graph.glossary import Glossary
 from graph.models import Evidence, Fact, Language
 from graph.text.language import detect_language
 from textkit import analyze
+from textkit.untrusted import markdown_text
 
 _HEADER = re.compile(r"^\s*\[[^\]\n]{1,200}\]\s*\n")
 
@@ -741,20 +742,21 @@ def template_answer(
 ) -> str:
     """A cited answer built from facts (each sentence once): grouped per collection when more than one
     collection contributes, in the order that numbered the ledger (`answer_order`), so `[n]` rise as they
-    are first cited."""
+    are first cited. The passages' words and the documents' titles are written as text (`markdown_text`): what a
+    document holds never becomes a link, an image or a tag in the answer."""
     groups: dict[str, list[str]] = {}
     written: set[str] = set()
     for fact in answer_order(facts, ledger.collection_of()):
         cites, entry = ledger.marks(fact), next(filter(None, map(ledger.entry, fact.evidence_ids)), None)
         if cites and entry and fact.text not in written:
             written.add(fact.text)
-            groups.setdefault(entry.collection, []).append(f"- {fact.text} {cites}")
+            groups.setdefault(entry.collection, []).append(f"- {markdown_text(fact.text)} {cites}")
     parts = [banner]
     if documents:
         parts += ["", messages.line("documents_intro", language)]
         for doc in documents:
             year = f" ({doc['year']})" if doc.get("year") else ""
-            parts.append(f"- {display(doc['collection'])}: {doc['title']}{year}")
+            parts.append(f"- {markdown_text(display(doc['collection']))}: {markdown_text(doc['title'])}{year}")
     parts += ["", messages.line("intro", language)]
     if len(groups) == 1:
         parts += next(iter(groups.values()))
