@@ -37,12 +37,12 @@ class Services:
         tracing = tracing or Tracing()
         catalog = load_catalog(settings.collections_file)
         access = Access(settings, catalog.names)  # before anything starts: a wrong access file stops the service
-        embedded, url = None, settings.mcp_server_url.strip()
+        embedded, url, token = None, settings.mcp_server_url.strip(), settings.mcp_auth_token
         if not url:
             from docserver.embedded import serve_in_background
 
-            embedded = await serve_in_background()
-            url = embedded.url
+            embedded = await serve_in_background()  # it answers only requests with its own random token
+            url, token = embedded.url, embedded.token
             log.info("embedded reference document server at %s", url)
         llm = None
         if not settings.offline:
@@ -63,6 +63,7 @@ class Services:
             display_names=catalog.display_names(),
             mode=settings.mcp_protocol,
             tracer=tracing.tracer,
+            auth_token=token,
         )
         prompts = Prompts(settings.prompts_dir)
         relevant = settings.model_dump(
@@ -119,7 +120,8 @@ class Services:
             "llm": {"configured": self.llm is not None, "reachable": llm_ok if self.llm else None,
                     # per model, the form of structured replies the upstream was seen to accept (learnt at first use)
                     "structured_output": dict(self.llm.structured) if self.llm else None},
-            "mcp": {"url": self.docs.url, "reachable": docs_ok, "tools": sorted(self.docs.tools)},
+            "mcp": {"url": self.docs.url, "reachable": docs_ok, "tools": sorted(self.docs.tools),
+                    "auth": "bearer" if self.docs.authenticated else "none"},  # whether a token is sent, never which
             "cache": {"backend": "redis" if self.settings.redis_url else "memory", "reachable": cache_ok,
                       "hits": self.cache.hits, "misses": self.cache.misses},
             "collections": list(collections),

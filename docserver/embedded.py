@@ -3,8 +3,12 @@
 Used by the main service when no external MCP server is configured::
 
     docserver = await serve_in_background()
-    ...  # connect an MCP client to docserver.url
+    ...  # connect an MCP client to docserver.url, sending `Authorization: Bearer {docserver.token}`
     await docserver.stop()
+
+It answers only requests that carry its token (``GET /health`` aside): a random one per server, made here and
+known to whoever started it, so another local process that finds the port (it is shown in ``/health/ready``)
+cannot read collections the service would not show it.
 
 Its log lines say they are its own: whatever it logs (uvicorn's startup and shutdown lines, the index it
 loaded, MCP warnings) is named ``docserver.embedded`` and written by the host's root handlers in the host's
@@ -15,6 +19,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import secrets
 import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -24,7 +29,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 
-from .server import KEEPALIVE_S, MCP_PATH, create_app
+from .server import KEEPALIVE_S, MCP_PATH, RequireToken, create_app
 
 __all__ = ["LOGGER", "EmbeddedServer", "serve_in_background"]
 
@@ -108,17 +113,26 @@ class _QuietServer(uvicorn.Server):
         return None
 
 
-class EmbeddedServer:
-    """A running background server; ``url`` is its MCP endpoint."""
+def _new_token() -> str:
+    """A bearer token for one embedded server: 256 random bits, never stored, logged or shown."""
+    return secrets.token_urlsafe(32)
 
-    def __init__(self, server: uvicorn.Server, task: "asyncio.Task[None]", host: str, port: int) -> None:
+
+class EmbeddedServer:
+    """A running background server; ``url`` is its MCP endpoint, ``token`` the bearer token it requires."""
+
+    def __init__(self, server: uvicorn.Server, task: "asyncio.Task[None]", host: str, port: int, token: str) -> None:
         self._server = server
         self._task = task
         self.host = host
         self.port = port
+        self.token = token
         url_host = f"[{host}]" if ":" in host else host
         self.base_url = f"http://{url_host}:{port}"
         self.url = f"{self.base_url}{MCP_PATH}"
+
+    def __repr__(self) -> str:  # never the token
+        return f"EmbeddedServer(url={self.url!r})"
 
     @property
     def running(self) -> bool:
@@ -160,9 +174,11 @@ async def serve_in_background(
     The socket is bound here, so ``port=0`` picks a free port that is known
     before uvicorn starts.  uvicorn installs no signal handlers and no logging
     configuration; the server's log records go to ``LOGGER``.  ``app`` replaces the default ``create_app(...)``, which
-    serves ``corpus_dir`` plus the persisted index at ``index_path`` (see ``store.py``).
+    serves ``corpus_dir`` plus the persisted index at ``index_path`` (see ``store.py``).  Either way every request
+    but ``GET /health`` needs the returned server's ``token`` (``$DOCSERVER_TOKEN`` plays no part here).
     """
     context = _server_context()
+    token = _new_token()
     if app is None:  # built in the server's context: the index it loads is logged as the server's
         app = context.run(
             create_app,
@@ -171,7 +187,10 @@ async def serve_in_background(
             host=host,
             allowed_hosts=allowed_hosts,
             index_path=index_path,
+            token=token,
         )
+    else:
+        app = RequireToken(app, token)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -205,4 +224,4 @@ async def serve_in_background(
             sock.close()
             raise TimeoutError(f"docserver did not start within {startup_timeout} s")
         await asyncio.sleep(0.01)
-    return EmbeddedServer(server, task, host, bound_port)
+    return EmbeddedServer(server, task, host, bound_port, token)

@@ -15,8 +15,10 @@ live in ``_streamable_http_app``.
 """
 
 import contextlib
+import hmac
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,6 +29,8 @@ from mcp.types import CallToolResult, EmbeddedResource, TextContent, TextResourc
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from .corpus import Chunk, Document
 from .index import Hit, Index
@@ -42,8 +46,11 @@ except ImportError:  # mcp 1.x
     _MCP2 = False
 
 __all__ = [
+    "HEALTH_PATH",
     "MCP_PATH",
     "SOURCES_URI",
+    "TOKEN_ENV",
+    "RequireToken",
     "SDKServer",
     "build_server",
     "chunk_text",
@@ -56,6 +63,8 @@ __all__ = [
 logger = logging.getLogger("docserver")
 
 MCP_PATH = "/mcp"
+HEALTH_PATH = "/health"  # liveness (counts, no text): open, so a container healthcheck needs no secret
+TOKEN_ENV = "DOCSERVER_TOKEN"  # the standalone server's bearer token; unset or empty: open
 SOURCES_URI = "neo-nl://sources"
 SEARCH_LIMIT = 10
 LIST_LIMIT = 5
@@ -210,7 +219,7 @@ def build_server(
     if read_document:
         _add_read_document(server, live)
 
-    @server.custom_route("/health", methods=["GET"])
+    @server.custom_route(HEALTH_PATH, methods=["GET"])
     async def health(request: Request) -> JSONResponse:
         index = await live.current()
         return JSONResponse(
@@ -270,6 +279,53 @@ def transport_security(host: str, allowed_hosts: Sequence[str] | None = None) ->
     )
 
 
+# What a request without the token gets: a JSON-RPC error (an MCP client reports its message rather than a bare
+# status) that says nothing about the server but that it wants a token.
+_UNAUTHORIZED = {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": "Unauthorized: bearer token required"}}
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="docserver"'}
+
+
+class RequireToken:
+    """ASGI middleware: every request but ``GET /health`` must carry ``Authorization: Bearer <token>``.
+
+    Without it a local process (another user's job, a compromised plug-in) reaching the port could call
+    ``search_collection`` on any collection: the service restricts collections per caller, this server does not.
+    The check runs before the MCP layer sees the request, so no session, tool or parse of the body is reached
+    without the token; comparison is constant-time (``hmac.compare_digest``).  Lifespan events pass untouched.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        if not token:
+            raise ValueError("RequireToken needs a non-empty token")
+        self.app = app
+        self._token = token.encode()
+
+    def __repr__(self) -> str:  # never the token
+        return f"{type(self).__name__}({self.app!r})"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope["path"] == HEALTH_PATH or self._carries_token(scope):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await WebSocketClose(code=1008)(scope, receive, send)  # policy violation; this server has no sockets
+        else:
+            await JSONResponse(_UNAUTHORIZED, status_code=401, headers=_CHALLENGE)(scope, receive, send)
+
+    def _carries_token(self, scope: Scope) -> bool:
+        """Whether the request's one ``Authorization`` header is ``Bearer <token>`` (scheme case-insensitive)."""
+        values = [value for name, value in scope["headers"] if name == b"authorization"]
+        if len(values) != 1:
+            return False
+        scheme, _, credentials = values[0].strip().partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), self._token)
+
+
+def token_from_env() -> str:
+    """The standalone server's token: ``$DOCSERVER_TOKEN``, blank counting as unset (docker-compose passes
+    ``${MCP_AUTH_TOKEN:-}``, an empty string when no token is configured)."""
+    return os.environ.get(TOKEN_ENV, "").strip()
+
+
 def _streamable_http_app(server: SDKServer, security: TransportSecuritySettings) -> Starlette:
     """The one place where mcp 1.x and 2.x differ: where HTTP settings go.
 
@@ -295,8 +351,13 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     index: Index | None = None,
     index_path: Path | str | None = None,
+    token: str | None = None,
 ) -> Starlette:
     """ASGI app: MCP streamable HTTP at ``/mcp`` and ``GET /health``.
+
+    With ``token`` (default: ``$DOCSERVER_TOKEN``, see ``token_from_env``) every request but ``GET /health``
+    needs ``Authorization: Bearer <token>`` (``RequireToken``); an empty token leaves the server open, as it
+    was before tokens, which is logged as a warning when bound beyond loopback.
 
     The index is built here from ``corpus_dir`` (default: the bundled corpus) plus the documents
     ingested into ``index_path`` (default: ``$DOCSERVER_INDEX`` or the checkout's ``data/`` folder,
@@ -312,4 +373,10 @@ def create_app(
         f"; watching {live.path}" if live.path is not None else "",
     )
     server = build_server(live, read_document=read_document)
-    return _streamable_http_app(server, transport_security(host, allowed_hosts))
+    app = _streamable_http_app(server, transport_security(host, allowed_hosts))
+    token = token_from_env() if token is None else token
+    if token:
+        app.add_middleware(RequireToken, token=token)  # outermost: before the MCP layer sees anything
+    elif host not in LOOPBACK_HOSTS:
+        logger.warning("no %s set: anyone who reaches %s may search every collection", TOKEN_ENV, host)
+    return app

@@ -172,7 +172,8 @@ async def run(path: Path, n: int | None, splits: Sequence[Split], settings: Sett
         texts, index = hotpot.paragraphs(pool), baseline_index(pooled.index_path)
         known = set(texts)
         server = await pooled.serve()
-        docs = DocumentClient(server.url, timeout_s=30, display_names=pooled.catalog.display_names())
+        docs = DocumentClient(server.url, timeout_s=30, display_names=pooled.catalog.display_names(),
+                              auth_token=server.token)
         ctx = Context(llm=None, docs=docs, catalog=pooled.catalog, prompts=Prompts(settings.prompts_dir),
                       config=settings.pipeline)
         graph = build_graph()

@@ -615,7 +615,7 @@ async def run_set(name: str, questions: Sequence[Question], catalog: Catalog, se
                   ) -> list[Run]:
     """Every question in every mode against one running document server; `oracle`: the oracle's passages per
     question id (`oracle_passages`), needed for that mode."""
-    docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names())
+    docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names(), auth_token=server.token)
     graph, runs = build_graph(), []
     try:
         for mode in modes:

@@ -323,7 +323,7 @@ async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: 
     """The gold questions against a fresh reference server (bundled corpus, plus an ingested index if given)."""
     catalog = load_catalog(settings.collections_file)
     server = await serve_in_background(index_path=index_path or Path(tempfile.mkdtemp()) / "none.sqlite3")
-    docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names())
+    docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names(), auth_token=server.token)
     llm = None if settings.offline else LLMClient(
         settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model, fast_model=settings.fast_model,
         timeout_s=settings.llm_timeout_s, max_concurrency=settings.llm_max_concurrency)

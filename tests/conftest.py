@@ -22,6 +22,8 @@ SHARED = Path(os.environ.get("NEO_SHARED_DIR", Path(__file__).resolve().parents[
 
 # A developer's persisted document index (python -m docserver ingest) must not leak into the tests.
 os.environ["DOCSERVER_INDEX"] = str(Path(tempfile.mkdtemp(prefix="neo-nl-test-")) / "index.sqlite3")
+# nor a token the standalone server would demand (`create_docserver()` reads it): tests that want one pass it
+os.environ.pop("DOCSERVER_TOKEN", None)
 QUESTION = "Wanneer vervalt de vergunning van kerncentrale Borssele?"
 # the heuristics are not sure and hold a signal of a type other than the catch-all: a model classifies it
 TORN = "Kernmateriaal tegen diefstal beschermen: wat geldt er allemaal"

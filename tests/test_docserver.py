@@ -344,16 +344,25 @@ async def running(corpus_dir: Path, **kwargs: Any) -> AsyncIterator[EmbeddedServ
         await server.stop()
 
 
+def bearer(token: str) -> dict[str, str]:
+    """The header an embedded server wants (it refuses requests without its token, `RequireToken`)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 @asynccontextmanager
-async def connect(url: str) -> AsyncIterator[Any]:
+async def connect(url: str, token: str = "") -> AsyncIterator[Any]:
     if Client is not None:
-        async with Client(url) as client:
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        async with create_mcp_http_client(headers=bearer(token)) as http, \
+                Client(streamable_http_client(url, http_client=http)) as client:
             yield client
         return
     from mcp import ClientSession
     from mcp.client.streamable_http import streamablehttp_client
 
-    async with streamablehttp_client(url) as (read, write, _), ClientSession(read, write) as session:
+    async with streamablehttp_client(url, headers=bearer(token)) as (read, write, _), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
@@ -386,7 +395,7 @@ def split_result(result: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]
     ],
 )
 async def test_list_tools(corpus_dir: Path, read_document: bool, expected: set[str]) -> None:
-    async with running(corpus_dir, read_document=read_document) as server, connect(server.url) as client:
+    async with running(corpus_dir, read_document=read_document) as server, connect(server.url, server.token) as client:
         tools = (await client.list_tools()).tools
     assert {t.name for t in tools} == expected
     by_name = {t.name: t.model_dump(by_alias=True) for t in tools}
@@ -398,7 +407,7 @@ async def test_list_tools(corpus_dir: Path, read_document: bool, expected: set[s
 
 @pytest.mark.asyncio
 async def test_search_collection_format(corpus_dir: Path) -> None:
-    async with running(corpus_dir) as server, connect(server.url) as client:
+    async with running(corpus_dir) as server, connect(server.url, server.token) as client:
         result = await call(client, "search_collection", {"query": "GSR Part 2 veiligheid", "collection": "iaea"})
     assert not result["isError"]
     texts, sources = split_result(result)
@@ -428,7 +437,7 @@ async def test_search_collection_format(corpus_dir: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_search_collection_no_hits_and_unknown_collection(corpus_dir: Path) -> None:
-    async with running(corpus_dir) as server, connect(server.url) as client:
+    async with running(corpus_dir) as server, connect(server.url, server.token) as client:
         empty = await call(client, "search_collection", {"query": "xyzzy", "collection": "anvs"})
         unknown = await call(client, "search_collection", {"query": "vergunning", "collection": "nope"})
     assert not empty["isError"]
@@ -440,7 +449,7 @@ async def test_search_collection_no_hits_and_unknown_collection(corpus_dir: Path
 
 @pytest.mark.asyncio
 async def test_list_documents_format(corpus_dir: Path) -> None:
-    async with running(corpus_dir) as server, connect(server.url) as client:
+    async with running(corpus_dir) as server, connect(server.url, server.token) as client:
         gsr = await call(client, "list_documents", {"query": "GSR part"})
         everything = await call(client, "list_documents", {"query": "*"})
         empty_query = await call(client, "list_documents", {"query": ""})
@@ -467,7 +476,7 @@ async def test_list_documents_format(corpus_dir: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_read_document(corpus_dir: Path) -> None:
-    async with running(corpus_dir) as server, connect(server.url) as client:
+    async with running(corpus_dir) as server, connect(server.url, server.token) as client:
         full = await call(client, "read_document", {"doc_id": "iaea-gsr-part-2", "collection": "iaea"})
         focused = await call(
             client,
@@ -527,12 +536,13 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 async def test_restart_invalidates_sessions(corpus_dir: Path) -> None:
     async with httpx.AsyncClient(timeout=5) as http:
         async with running(corpus_dir) as first:
-            response = await http.post(first.url, json=INITIALIZE, headers=MCP_HEADERS)
+            response = await http.post(first.url, json=INITIALIZE, headers={**MCP_HEADERS, **bearer(first.token)})
             assert response.status_code == 200
             session_id = response.headers["mcp-session-id"]
         async with running(corpus_dir) as second:
             ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-            headers = {**MCP_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+            headers = {**MCP_HEADERS, **bearer(second.token), "mcp-session-id": session_id,
+                       "mcp-protocol-version": "2025-06-18"}
             response = await http.post(second.url, json=ping, headers=headers)
     assert response.status_code == 404
 
@@ -550,7 +560,8 @@ async def test_restart_invalidates_sessions(corpus_dir: Path) -> None:
 )
 async def test_allowed_hosts(corpus_dir: Path, allowed_hosts: list[str] | None, host_header: str, status: int) -> None:
     async with running(corpus_dir, allowed_hosts=allowed_hosts) as server, httpx.AsyncClient(timeout=5) as http:
-        response = await http.post(server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Host": host_header})
+        headers = {**MCP_HEADERS, **bearer(server.token), "Host": host_header}
+        response = await http.post(server.url, json=INITIALIZE, headers=headers)
     assert response.status_code == status
 
 

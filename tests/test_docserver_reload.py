@@ -239,7 +239,7 @@ async def test_embedded_server_picks_up_a_new_collection_and_survives_a_broken_f
     caplog.set_level(logging.INFO, logger="docserver")
     server = await serve_in_background(corpus_dir=corpus_dir, index_path=index_file)
     try:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             unknown = await call(client, "search_collection", search)
             assert unknown["isError"] and "Unknown collection 'inspecties'" in unknown["content"][0]["text"]
             ingest([note], "inspecties", index_path=index_file)

@@ -124,7 +124,7 @@ def _write(root: Path, files: dict[str, str], catalog: Catalog) -> Path:
 
 async def _served(root: Path, catalog: Catalog) -> AsyncIterator[Context]:
     server = await serve_in_background(corpus_dir=root, index_path=root / "none.sqlite3")
-    docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names())
+    docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names(), auth_token=server.token)
     try:
         yield Context(llm=None, docs=docs, catalog=catalog, prompts=Prompts(ROOT / "prompts"))
     finally:

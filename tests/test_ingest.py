@@ -428,7 +428,7 @@ async def test_search_collection_finds_article_15a_over_mcp(index_file: Path, em
     ingest([KERNENERGIEWET], "wetten_overheid", index_path=index_file)
     server = await serve_in_background(corpus_dir=empty_corpus, index_path=index_file)
     try:
-        async with connect(server.url) as client:
+        async with connect(server.url, server.token) as client:
             result = await call(
                 client, "search_collection", {"query": "artikel 15a Borssele", "collection": "wetten_overheid"}
             )

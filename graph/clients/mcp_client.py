@@ -31,7 +31,7 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 
 from graph.clients.mcp_direct import DirectCalls, per_request
 from graph.clients.tracing import NOOP
-from graph.clients.transport import IDLE_EXPIRY_S, failure_name
+from graph.clients.transport import IDLE_EXPIRY_S, bearer_headers, failure_name
 from graph.models import Evidence
 
 log = logging.getLogger(__name__)
@@ -172,20 +172,25 @@ def parse_document_list(markdown: str, display_to_name: dict[str, str]) -> list[
 
 
 class _Session:
-    """One MCP session, entered and left inside its own task."""
+    """One MCP session, entered and left inside its own task.
 
-    def __init__(self, url: str, timeout_s: float, mode: str) -> None:
+    `headers` (the bearer token, if any) are the default headers of both HTTP clients, so the SDK's every request
+    (initialize, the GET stream, DELETE) and each direct call carry them without being handed them one by one."""
+
+    def __init__(self, url: str, timeout_s: float, mode: str, headers: dict[str, str]) -> None:
         self.ready: asyncio.Future[tuple[Client, set[str], DirectCalls | None]] = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._run(url, timeout_s, mode), name="mcp-session")
+        self._task = asyncio.create_task(self._run(url, timeout_s, mode, headers), name="mcp-session")
 
-    async def _run(self, url: str, timeout_s: float, mode: str) -> None:
+    async def _run(self, url: str, timeout_s: float, mode: str, headers: dict[str, str]) -> None:
         try:
             async with (
-                httpx2.AsyncClient(timeout=HTTP_TIMEOUT, transport=AiohttpTransport(limits=HTTP_LIMITS)) as http,
+                httpx2.AsyncClient(timeout=HTTP_TIMEOUT, transport=AiohttpTransport(limits=HTTP_LIMITS),
+                                   headers=headers) as http,
                 Client(streamable_http_client(url, http_client=http), read_timeout_seconds=timeout_s, mode=mode,
                        client_info=CLIENT_INFO) as client,
                 aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=HTTP_LIMITS.max_connections,
-                                                                     keepalive_timeout=IDLE_EXPIRY_S)) as direct_http,
+                                                                     keepalive_timeout=IDLE_EXPIRY_S),
+                                      headers=headers) as direct_http,
             ):
                 tools = (await client.list_tools()).tools
                 direct = None
@@ -220,9 +225,12 @@ class _Session:
 class DocumentClient:
     def __init__(
         self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None, mode: str = "auto",
-        tracer: Tracer = NOOP,
+        tracer: Tracer = NOOP, auth_token: str = "",
     ) -> None:
         self.url = url
+        # `Authorization: Bearer <auth_token>` on every request (blank: none); private, so no report, repr or span
+        # that lists the client's attributes shows it
+        self._headers = bearer_headers(auth_token)
         self.tracer = tracer  # a span per tool call (`graph/clients/tracing.py`)
         # "auto" negotiates: the per-request 2026 protocol where the server speaks it (no shared session stream,
         # so parallel calls do not queue behind each other: docs/BENCHMARKS.md, section 6), else the initialize
@@ -234,6 +242,11 @@ class DocumentClient:
         self._lock = asyncio.Lock()
         self.tools: set[str] = set()
 
+    @property
+    def authenticated(self) -> bool:
+        """Whether calls carry a bearer token (for reports that must say so without showing it)."""
+        return bool(self._headers)
+
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
@@ -244,7 +257,7 @@ class DocumentClient:
             if self._session is None or not self._session.alive:
                 if self._session is not None:
                     await self._session.close()
-                self._session = _Session(self.url, self.timeout_s, self.mode)
+                self._session = _Session(self.url, self.timeout_s, self.mode, self._headers)
             session = self._session
         try:
             async with asyncio.timeout(self.timeout_s):

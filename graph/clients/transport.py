@@ -1,4 +1,5 @@
-"""What the upstream and MCP clients share about their HTTP connections: pool expiry and failure names."""
+"""What the upstream and MCP clients share about their HTTP connections: pool expiry, failure names and the
+bearer header."""
 
 from __future__ import annotations
 
@@ -21,3 +22,12 @@ def failure_name(exc: BaseException) -> str:
     if cause is not None and type(cause).__module__.split(".")[0] == "aiohttp":
         return type(cause).__name__
     return type(exc).__name__
+
+
+def bearer_headers(token: str) -> dict[str, str]:
+    """The default headers of a client that authenticates with `token` (none for a blank one).
+
+    Given to the HTTP client itself, not to single requests, so that every request carries it: the MCP session's
+    initialize, its GET stream and DELETE, and the direct tool calls. Keep them out of logs and span attributes."""
+    token = token.strip()
+    return {"Authorization": f"Bearer {token}"} if token else {}
