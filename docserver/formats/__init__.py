@@ -14,6 +14,7 @@ import zipfile
 from io import BytesIO
 from pathlib import Path
 
+from . import zipguard
 from .base import Deadline, Extracted, Limits, Refused, Unit
 
 __all__ = ["READERS", "SUFFIXES", "Deadline", "Extracted", "Limits", "Refused", "Unit", "extract", "load", "sniff"]
@@ -44,10 +45,12 @@ def _root_element(data: bytes) -> str | None:
 
 
 def sniff(data: bytes, suffix: str = "") -> str | None:
-    """The format of a file's bytes, or None when no reader takes it."""
+    """The format of a file's bytes, or None when no reader takes it; `Refused` for a ZIP archive whose central
+    directory is too large to open (`zipguard.check_directory`: told before `zipfile` parses it)."""
     if b"%PDF-" in data[:1024]:
         return "pdf"
-    if data[:4] == b"PK\x03\x04":
+    if data[:4] == zipguard.ZIP_MAGIC:
+        zipguard.check_directory(data)
         try:
             with zipfile.ZipFile(BytesIO(data)) as archive:
                 names = set(archive.namelist())
@@ -81,11 +84,16 @@ def sniff(data: bytes, suffix: str = "") -> str | None:
 
 
 def load(path: Path | str, limits: Limits) -> tuple[str, bytes]:
-    """A file's format and bytes; `Refused` when it is too large, empty or of no format a reader takes."""
+    """A file's format and bytes; `Refused` when it is too large, empty or of no format a reader takes. A ZIP file
+    is refused on the member count its end records declare before it is read into memory."""
     path = Path(path)
     size = path.stat().st_size
     if size > limits.max_bytes:
         raise Refused(f"the file is {size / 1e6:.0f} MB, more than the limit of {limits.max_bytes / 1e6:.0f} MB")
+    with path.open("rb") as file:
+        is_zip = file.read(len(zipguard.ZIP_MAGIC)) == zipguard.ZIP_MAGIC
+    if is_zip:
+        zipguard.check_file(path)
     data = path.read_bytes()
     if not data.strip():
         raise Refused("the file is empty: no text to index")

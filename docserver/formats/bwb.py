@@ -39,10 +39,10 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import XMLParser
 
 from .base import Deadline, Extracted, Limits, Refused, Unit
+from .common import feed
 
 __all__ = ["read"]
 
-FEED_BYTES = 1 << 20  # the parser gets the file in pieces of this size, the deadline is checked in between
 MAX_DEPTH = 200  # real BWB and OP documents nest about 20 deep; the readers recurse, so deeper is refused
 LIST_INDENT = "   "  # a nested list item in the Markdown law texts: "   - 1°. text"
 
@@ -71,9 +71,7 @@ def parse_xml(data: bytes, limits: Limits, deadline: Deadline) -> Element:
         raise Refused(f"the file is {len(data) / 1e6:.0f} MB, more than the limit of {limits.max_bytes / 1e6:.0f} MB")
     parser = XMLParser()  # defusedxml's: forbids entity declarations and external references
     try:
-        for start in range(0, len(data), FEED_BYTES):
-            parser.feed(data[start : start + FEED_BYTES])
-            deadline.check("parsing the XML")
+        feed(parser, data, deadline, "parsing the XML")
         root: Element = parser.close()
     except DefusedXmlException as exc:
         raise Refused(
@@ -81,15 +79,17 @@ def parse_xml(data: bytes, limits: Limits, deadline: Deadline) -> Element:
         ) from exc
     except ParseError as exc:
         raise Refused(f"the XML is malformed or cut off ({exc})") from exc
-    if _depth(root) > MAX_DEPTH:
+    if _depth(root, deadline) > MAX_DEPTH:
         raise Refused(f"the XML nests elements more than {MAX_DEPTH} deep")
     return root
 
 
-def _depth(root: Element) -> int:
-    """How deep the element tree goes (without recursion: the tree is not trusted yet)."""
+def _depth(root: Element, deadline: Deadline) -> int:
+    """How deep the element tree goes (without recursion: the tree is not trusted yet; a deadline check per
+    element, as the tree of a large file has millions)."""
     deepest, stack = 0, [(root, 1)]
     while stack:
+        deadline.check("measuring the XML's depth")
         element, depth = stack.pop()
         deepest = max(deepest, depth)
         stack.extend((child, depth + 1) for child in element)

@@ -3,23 +3,49 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Protocol
 
 from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import fromstring
+from defusedxml.ElementTree import XMLParser
 
-from .base import Refused
+from .base import Deadline, Refused
 
-__all__ = ["TABLE_UNIT_CHARS", "HeadingPath", "clean", "meaningful", "nested_too_deeply", "parse_part", "row_groups"]
+__all__ = [
+    "FEED_BYTES", "TABLE_UNIT_CHARS", "HeadingPath", "clean", "feed", "meaningful", "nested_too_deeply", "parse_part",
+    "row_groups",
+]  # fmt: skip
 
 TABLE_UNIT_CHARS = 1500  # a long table is cut into units of about this many characters, at row boundaries
+FEED_BYTES = 1 << 20  # a parser gets a file in pieces of this size, the deadline checked in between
 
 
-def parse_part(xml: bytes, name: str) -> ET.Element:
-    """One XML part, refused when it declares a DTD (entity expansion, external entities) or is not well-formed."""
+class _Feedable(Protocol):
+    def feed(self, data: bytes, /) -> None: ...
+
+
+def feed(
+    parser: _Feedable, data: bytes, deadline: Deadline, where: str, after: Callable[[], None] | None = None
+) -> None:
+    """Give a parser all of `data` in FEED_BYTES pieces, checking the deadline after each (and calling `after`, a
+    reader's own check of what the parser has said so far): one call that parses hundreds of megabytes cannot be
+    stopped, so the time a parse may take is bounded piece by piece."""
+    for start in range(0, len(data), FEED_BYTES):
+        parser.feed(data[start : start + FEED_BYTES])
+        if after is not None:
+            after()
+        deadline.check(where)
+
+
+def parse_part(xml: bytes, name: str, deadline: Deadline) -> ET.Element:
+    """One XML part, refused when it declares a DTD (entity expansion, external entities), is not well-formed, or
+    takes longer to parse than the deadline allows."""
+    parser = XMLParser(forbid_dtd=True)
     try:
-        return fromstring(xml, forbid_dtd=True)
+        feed(parser, xml, deadline, f"parsing {name}")
+        root: ET.Element = parser.close()
+        return root
     except DefusedXmlException as exc:
         raise Refused(f"{name} declares a DTD or entities, which documents never need (refused as unsafe)") from exc
     except ET.ParseError as exc:

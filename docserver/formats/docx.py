@@ -51,17 +51,18 @@ _GENERIC_TITLES = {"untitled", "document", "default", "title", "titel", "naamloo
 
 def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
     """A DOCX file's text as units under their heading paths, with the title and metadata of docProps/core.xml."""
-    parts = read_members(data, limits, DOCUMENT, (STYLES, CORE))
-    root = parse_part(parts[DOCUMENT], DOCUMENT)
+    parts = read_members(data, limits, deadline, DOCUMENT, (STYLES, CORE))
+    root = parse_part(parts[DOCUMENT], DOCUMENT, deadline)
     w = _namespace(root)
     body = root.find(f"{{{w}}}body")
     if body is None:
         raise Refused(f"{DOCUMENT} has no document body")
-    levels, toc_styles = _styles(parse_part(parts[STYLES], STYLES), w) if STYLES in parts else ({}, set())
+    styles = _styles(parse_part(parts[STYLES], STYLES, deadline), w, deadline) if STYLES in parts else ({}, set())
+    levels, toc_styles = styles
     reader = _Body(w, levels, toc_styles, deadline)
     with nested_too_deeply("document"):
         reader.blocks(body)
-    metadata = _core(parse_part(parts[CORE], CORE)) if CORE in parts else {}
+    metadata = _core(parse_part(parts[CORE], CORE, deadline)) if CORE in parts else {}
     title = metadata.pop("title", None) or reader.outline.first
     return Extracted(
         format="docx", title=title, units=tuple(reader.units), metadata=metadata, language=metadata.get("language")
@@ -79,12 +80,14 @@ def _local(element: ET.Element) -> str:
     return element.tag.rsplit("}", 1)[-1] if isinstance(element.tag, str) else ""
 
 
-def _styles(root: ET.Element, w: str) -> tuple[dict[str, int], set[str]]:
-    """Paragraph style id -> heading level (Title 0, heading N -> N), and the ids of table-of-contents styles."""
+def _styles(root: ET.Element, w: str, deadline: Deadline) -> tuple[dict[str, int], set[str]]:
+    """Paragraph style id -> heading level (Title 0, heading N -> N), and the ids of table-of-contents styles.
+    The deadline is checked per style: following `basedOn` chains costs the square of the number of styles."""
     names: dict[str, str] = {}
     based_on: dict[str, str] = {}
     outline: dict[str, int] = {}
     for style in root.iter(f"{{{w}}}style"):
+        deadline.check("reading the DOCX styles")
         if style.get(f"{{{w}}}type") != "paragraph" or not (style_id := style.get(f"{{{w}}}styleId")):
             continue
         name = style.find(f"{{{w}}}name")
@@ -97,6 +100,7 @@ def _styles(root: ET.Element, w: str) -> tuple[dict[str, int], set[str]]:
             outline[style_id] = _outline_level(level.get(f"{{{w}}}val", ""))
     levels: dict[str, int] = {}
     for style_id in names:
+        deadline.check("reading the DOCX styles")
         seen: set[str] = set()
         current: str | None = style_id
         while current and current not in seen:

@@ -2,7 +2,10 @@
 
 Parsed with lxml's HTML parser (libxml2) with network access off. An HTML parser neither expands entities declared in
 a DOCTYPE nor fetches external ones (an XHTML page with `<!DOCTYPE ... [<!ENTITY ...>]>` leaves `&name;` as text), and
-nothing a page links to (scripts, stylesheets, images, frames) is loaded.
+nothing a page links to (scripts, stylesheets, images, frames) is loaded. The page is fed to the parser in pieces,
+the deadline checked in between. libxml2 stops at a fatal error and keeps what it had: elements nested deeper than
+its limit (256 levels), a text node of more than 10 MB, bytes that are not in the page's declared encoding. Such a
+page is refused with the reason, never stored cut off.
 
 What is not the page's text is dropped before reading: script, style, noscript, template, navigation (nav and
 role="navigation"), the page banner and footer (header/footer outside article, main and section, where they would
@@ -18,13 +21,14 @@ it. The title is the official Dublin Core `DC.title`, else `og:title`, else `<ti
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import lxml.html
 from lxml import etree
 
 from .base import Deadline, Extracted, Limits, Refused, Unit
-from .common import HeadingPath, clean, meaningful, nested_too_deeply, row_groups
+from .common import HeadingPath, clean, feed, meaningful, nested_too_deeply, row_groups
 
 __all__ = ["read"]
 
@@ -61,16 +65,17 @@ _META_KEYS = {
     "keywords": "keywords",
 }
 _LANGUAGE_META = ("dc.language", "dcterms.language", "content-language")
+_EXCESSIVE_DEPTH = re.compile(r"Excessive depth in document: (\d+)")  # libxml2's message when it stops nesting
 
 
 def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
     """An HTML page's text as units under their heading paths, with its title, metadata and language."""
-    root = _parse(data)
+    root = _parse(data, deadline)
     metadata, official_title = _head(root)
     language = _language(root, metadata)
     reader = _Page(deadline)
     with nested_too_deeply("page"):
-        for element in list(_unwanted(root)):
+        for element in list(_unwanted(root, deadline)):
             element.drop_tree()
         body = root.find("body")
         reader.walk(body if body is not None else root)
@@ -88,8 +93,10 @@ def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
     )
 
 
-def _parse(data: bytes) -> lxml.html.HtmlElement:
-    """The page's element tree; UTF-8 when the bytes decode as such, else what the page declares (or Windows-1252)."""
+def _parse(data: bytes, deadline: Deadline) -> lxml.html.HtmlElement:
+    """The page's element tree; UTF-8 when the bytes decode as such, else what the page declares (or Windows-1252).
+    Fed in pieces: the deadline is checked after each, and a page libxml2 stopped reading (`_check_whole`) is
+    refused as soon as it stops, the rest of it not parsed."""
     try:
         data.decode("utf-8")
         encoding: str | None = "utf-8"
@@ -97,9 +104,26 @@ def _parse(data: bytes) -> lxml.html.HtmlElement:
         encoding = None
     parser = lxml.html.HTMLParser(encoding=encoding, no_network=True, remove_comments=True, remove_pis=True)
     try:
-        return lxml.html.document_fromstring(data, parser=parser)
-    except (etree.ParserError, ValueError) as exc:
+        feed(parser, data, deadline, "parsing the HTML page", lambda: _check_whole(parser.feed_error_log))
+        root = parser.close()
+    except Refused:
+        raise
+    except (etree.LxmlError, ValueError) as exc:
         raise Refused(f"the HTML page has no text ({exc})") from exc
+    _check_whole(parser.feed_error_log)
+    if root is None:
+        raise Refused("the HTML page has no text (the document is empty)")
+    return root
+
+
+def _check_whole(log: etree._ListErrorLog) -> None:
+    """Refuse a page libxml2 stopped reading: a fatal error means it kept only what came before it."""
+    fatal = next((error for error in log if error.level == etree.ErrorLevels.FATAL), None)
+    if fatal is None:
+        return
+    if depth := _EXCESSIVE_DEPTH.search(fatal.message):
+        raise Refused(f"the HTML page is nested deeper than {depth.group(1)} levels, the most the parser reads")
+    raise Refused(f"the HTML page cannot be read to its end (line {fatal.line}: {fatal.message})")
 
 
 
@@ -156,15 +180,16 @@ def _language(root: lxml.html.HtmlElement, metadata: dict[str, str]) -> str | No
     return metadata.get("language", "").split(",")[0].strip() or None
 
 
-def _unwanted(element: lxml.html.HtmlElement) -> Iterator[lxml.html.HtmlElement]:
+def _unwanted(element: lxml.html.HtmlElement, deadline: Deadline) -> Iterator[lxml.html.HtmlElement]:
     """The outermost elements under `element` that are not the page's text (see the module docstring)."""
     for child in element:
+        deadline.check("reading the HTML page")
         if not isinstance(child.tag, str):
             continue
         if _is_unwanted(child):
             yield child
         else:
-            yield from _unwanted(child)
+            yield from _unwanted(child, deadline)
 
 
 def _is_unwanted(element: lxml.html.HtmlElement) -> bool:

@@ -67,15 +67,15 @@ _META_KEYS = {
 
 def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
     """An ODT file's text as units under their heading paths, with the title and metadata of meta.xml."""
-    parts = read_members(data, limits, CONTENT, (META,))
-    root = parse_part(parts[CONTENT], CONTENT)
+    parts = read_members(data, limits, deadline, CONTENT, (META,))
+    root = parse_part(parts[CONTENT], CONTENT, deadline)
     text = root.find(f"{{{OFFICE}}}body/{{{OFFICE}}}text")
     if text is None:
         raise Refused(f"{CONTENT} holds no text document (office:body/office:text)")
     reader = _Body(deadline)
     with nested_too_deeply("document"):
         reader.blocks(text)
-    metadata = _meta(parse_part(parts[META], META)) if META in parts else {}
+    metadata = _meta(parse_part(parts[META], META, deadline)) if META in parts else {}
     title = metadata.pop("title", None) or reader.outline.first
     return Extracted(
         format="odt", title=title, units=tuple(reader.units), metadata=metadata, language=metadata.get("language")

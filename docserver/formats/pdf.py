@@ -44,6 +44,7 @@ _MIN_TEXT_CHARS = 20  # fewer printable characters than this on a page: no usabl
 _CELL_GAP = 1.2  # a horizontal gap wider than this many font heights separates two cells or columns
 _EDGE_ROWS = 3  # how many rows at the top and at the bottom of a page may be running headers or footers
 _MAX_CUT_DEPTH = 60  # recursion guard of the XY cut
+_CHARS_PER_CHECK = 4096  # how many characters of a page are read between two checks of the deadline
 
 _BULLET = re.compile(r"^(?:[-–•▪●◦*·]|\(?\d{1,2}[.)]|\(?[a-z][.)]|\([ivx]{1,4}\)|[ivx]{1,4}\.)\s")
 _MARKER = re.compile(r"[-–•▪●◦*·]|\(?(?:\d{1,2}|[A-Za-z]|[ivxIVX]{1,4})[.)]|\d{1,3}")  # a list item's mark or a footnote's
@@ -160,7 +161,7 @@ def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadl
     pages: list[list[_Fragment]] = []
     for number in range(1, count + 1):
         deadline.check(f"page {number}")
-        pages.append(_page_fragments(document, number))
+        pages.append(_page_fragments(document, number, deadline))
     without_text = [n for n, fragments in enumerate(pages, start=1) if page_needs_ocr(fragments)]
     engine, reason = _ocr_engine() if without_text else (None, "")
     if len(without_text) == count and engine is None:
@@ -173,7 +174,8 @@ def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadl
     paragraphs: list[tuple[int, _Paragraph]] = []
     for number, fragments in enumerate(pages, start=1):
         deadline.check(f"page {number}")
-        paragraphs += [(number, p) for p in _paragraphs(_lines(_reading_order(fragments, body)))]
+        blocks = _reading_order(fragments, body, deadline, f"page {number}")
+        paragraphs += [(number, p) for p in _paragraphs(_lines(blocks))]
     units = list(_units(paragraphs, body))
     metadata = _metadata(document, count, without_text)
     title = _title(document, [p for number, p in paragraphs if number == 1], body)
@@ -221,7 +223,7 @@ def _with_ocr(document: pdfium.PdfDocument, layer: _TextLayer, engine: ocr.Tesse
 # --- characters to fragments ------------------------------------------------------------------------------------
 
 
-def _page_fragments(document: pdfium.PdfDocument, number: int) -> list[_Fragment]:
+def _page_fragments(document: pdfium.PdfDocument, number: int, deadline: Deadline) -> list[_Fragment]:
     try:
         page = document[number - 1]
     except pdfium.PdfiumError as exc:
@@ -229,15 +231,16 @@ def _page_fragments(document: pdfium.PdfDocument, number: int) -> list[_Fragment
     try:
         textpage = page.get_textpage()
         try:
-            return list(_fragments(textpage.raw))
+            return list(_fragments(textpage.raw, deadline, f"page {number}"))
         finally:
             textpage.close()
     finally:
         page.close()
 
 
-def _fragments(raw: pdfium_c.FPDF_TEXTPAGE) -> Iterator[_Fragment]:
-    """The characters of a text page, in content-stream order, gathered into fragments."""
+def _fragments(raw: pdfium_c.FPDF_TEXTPAGE, deadline: Deadline, where: str) -> Iterator[_Fragment]:
+    """The characters of a text page, in content-stream order, gathered into fragments; the deadline is checked
+    every _CHARS_PER_CHECK characters (one page can hold millions)."""
     box = pdfium_c.FS_RECTF()
     ox, oy = ctypes.c_double(), ctypes.c_double()
     chars: list[str] = []
@@ -245,6 +248,8 @@ def _fragments(raw: pdfium_c.FPDF_TEXTPAGE) -> Iterator[_Fragment]:
     space = False
     words = bold = 0  # the words of the current fragment, and how many of them start in a bold font
     for index in range(pdfium_c.FPDFText_CountChars(raw)):
+        if index % _CHARS_PER_CHECK == 0:
+            deadline.check(where)
         code = pdfium_c.FPDFText_GetUnicode(raw, index)
         if code in (32, 9, 0xA0, 0x2002, 0x2003, 0x2009) or pdfium_c.FPDFText_IsGenerated(raw, index):
             space = True  # a word boundary; whether it is a gap is decided by the geometry
@@ -331,13 +336,14 @@ def _drop_running_lines(pages: list[list[_Fragment]]) -> list[list[_Fragment]]:
 # --- reading order: a recursive XY cut --------------------------------------------------------------------------
 
 
-def _reading_order(fragments: Sequence[_Fragment], body: float) -> list[list[_Fragment]]:
+def _reading_order(fragments: Sequence[_Fragment], body: float, deadline: Deadline, where: str
+                   ) -> list[list[_Fragment]]:
     """The fragments of a page as blocks in reading order; footnotes (print smaller than the document's `body` size
     in the lower 60% of the page) go last, so that a paragraph running on in the next column is not cut by them."""
     fragments = [f for f in fragments if f.text]
     if not fragments:
         return []
-    blocks = _cut(fragments, 0)
+    blocks = _cut(fragments, 0, deadline, where)
     low, high = min(f.bottom for f in fragments), max(f.top for f in fragments)
     small = [b for b in blocks if _font_mode(b) < 0.88 * body and max(f.top for f in b) < low + 0.6 * (high - low)]
     return [b for b in blocks if not any(b is s for s in small)] + small
@@ -351,20 +357,25 @@ def _font_mode(fragments: Sequence[_Fragment]) -> float:
     return sizes.most_common(1)[0][0] if sizes else 0.0
 
 
-def _cut(fragments: list[_Fragment], depth: int) -> list[list[_Fragment]]:
+def _cut(fragments: list[_Fragment], depth: int, deadline: Deadline, where: str) -> list[list[_Fragment]]:
+    """A region's blocks in reading order; the deadline is checked per region, as a page of many thousands of
+    fragments is cut in many steps of a cost that grows with the square of them."""
     if len(fragments) <= 1 or depth >= _MAX_CUT_DEPTH:
         return [fragments] if fragments else []
-    columns = _column_cut(fragments)
+    deadline.check(where)
+    columns = _column_cut(fragments, deadline, where)
     if columns:
-        return [block for side in columns for block in _cut(side, depth + 1)]
+        return [block for side in columns for block in _cut(side, depth + 1, deadline, where)]
     bands = _band_cut(fragments)
     if len(bands) > 1:
-        return [block for band in bands for block in _cut(band, depth + 1)]
+        return [block for band in bands for block in _cut(band, depth + 1, deadline, where)]
     return [fragments]
 
 
-def _column_cut(fragments: list[_Fragment]) -> tuple[list[_Fragment], list[_Fragment]] | None:
-    """The region split at its widest vertical gap that separates columns (not the cells of a table)."""
+def _column_cut(fragments: list[_Fragment], deadline: Deadline, where: str
+                ) -> tuple[list[_Fragment], list[_Fragment]] | None:
+    """The region split at its widest vertical gap that separates columns (not the cells of a table); each gap tried
+    costs a pass over the region, so the deadline is checked per gap."""
     size = _median([f.size for f in fragments])
     spans = sorted((f.x0, f.x1) for f in fragments)
     gaps: list[tuple[float, float]] = []
@@ -374,6 +385,7 @@ def _column_cut(fragments: list[_Fragment]) -> tuple[list[_Fragment], list[_Frag
             gaps.append((right, x0))
         right = max(right, x1)
     for start, _ in sorted(gaps, key=lambda g: g[0] - g[1]):
+        deadline.check(where)
         left = [f for f in fragments if f.x1 <= start + 0.01]
         rest = [f for f in fragments if f.x1 > start + 0.01]
         if _are_columns(left, rest):
