@@ -47,13 +47,17 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def server_options(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
-    """uvicorn's options for `serve`: command-line flags over settings."""
+    """uvicorn's options for `serve`: command-line flags over settings. `http`: uvicorn's HTTP protocol with a
+    deadline for receiving each request and a bound on open connections (`app.server`), per worker process."""
+    from app.server import ConnectionGuard
+
     return {
         "host": getattr(args, "host", None) or settings.host,
         "port": getattr(args, "port", None) or settings.port,
         "log_level": settings.log_level.lower(),
         "workers": getattr(args, "workers", None) or settings.workers,
         "timeout_keep_alive": settings.http_idle_timeout_s,
+        "http": ConnectionGuard(settings.request_header_timeout_s, settings.max_connections),
         "factory": True,  # each worker builds its app (and reads its settings) when it starts
     }
 

@@ -15,10 +15,17 @@ import jsonschema
 from starlette.requests import Request
 
 from app.access import Caller
-from app.errors import APIError, default_code, event_status, model_not_found
+from app.errors import APIError, default_code, error_body, event_status, model_not_found
 from app.filters import search_filters
 from app.observability import Metrics
-from app.protocol import ChatCompletion, ChatCompletionRequest, Choice, ResponseMessage, completion_id, now
+from app.protocol import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    Choice,
+    ResponseMessage,
+    completion_id,
+    now,
+)
 from app.services import Services
 from app.sse import ChunkRenderer
 from app.tasks import answer_task
@@ -48,6 +55,7 @@ from graph.context import AnswerOptions, Context
 from graph.models import Turn
 from graph.runner import run_pipeline, start
 from graph.text.language import detect_language
+from textkit.untrusted import no_surrogates
 
 log = logging.getLogger(__name__)
 audit_log = logging.getLogger("neo_nl.audit")
@@ -204,32 +212,59 @@ async def pipeline_events(
 
 
 def _sse(data: dict[str, Any]) -> dict[str, str]:
-    return {"data": json.dumps(data, ensure_ascii=False, separators=(",", ":"))}
+    """One SSE payload. Text from an upstream or a document can hold a lone surrogate (a JSON `\\ud800` escape
+    decodes to one); sse-starlette encodes each payload as UTF-8 after this generator yielded it, where a failure
+    could only cut the stream: it goes out as U+FFFD instead."""
+    return {"data": no_surrogates(json.dumps(data, ensure_ascii=False, separators=(",", ":")))}
+
+
+DONE = {"data": "[DONE]"}
 
 
 async def stream_chat(
     renderer: ChunkRenderer, events: AsyncIterator[ThoughtEvent], include_usage: bool, record: RequestRecord
 ):
-    """SSE payloads for sse-starlette: role chunk, think lines and answer as they come, finish, [DONE]."""
+    """SSE payloads for sse-starlette: role chunk, think lines and answer as they come, finish, [DONE].
+
+    Once the 200 and its headers are out, a failure can no longer change the status: whatever raises (the events,
+    a cached answer being replayed, the renderer, the finish) ends the stream with an error event (`failure_chunks`:
+    the think block closed first) and `[DONE]`, so a client always learns that and how the answer ended. A client
+    that leaves (a cancellation) just ends it."""
     outcome = "disconnected"
     try:
-        for chunk in renderer.start():
-            yield _sse(chunk)
         failed: ErrorEvent | None = None
-        async for event in events:
-            record.observe(event)
-            for chunk in renderer.event(event):
+        try:
+            for chunk in renderer.start():
                 yield _sse(chunk)
-            if isinstance(event, ErrorEvent):
-                failed = event
-                break
-        if failed is None:
-            for chunk in renderer.finish(include_usage):
+            async for event in events:
+                record.observe(event)
+                for chunk in renderer.event(event):
+                    yield _sse(chunk)
+                if isinstance(event, ErrorEvent):
+                    failed = event
+                    break
+            if failed is None:
+                for chunk in renderer.finish(include_usage):
+                    yield _sse(chunk)
+        except Exception as exc:
+            log.exception("the answer stream failed")
+            failed = ErrorEvent(f"internal error while streaming the answer ({type(exc).__name__})")
+            for chunk in failure_chunks(renderer, failed):
                 yield _sse(chunk)
-        yield {"data": "[DONE]"}
+        yield DONE
         outcome = default_code(event_status(failed.kind)) if failed else "ok"
     finally:
         record.done(outcome, renderer)
+
+
+def failure_chunks(renderer: ChunkRenderer, failed: ErrorEvent) -> list[dict[str, Any]]:
+    """The chunks that end a failed stream: the renderer's (think block closed, then the error event), or the bare
+    error event when the renderer is what failed and fails again."""
+    try:
+        return renderer.error(failed.message, failed.kind)
+    except Exception:
+        log.exception("the error event could not be rendered")
+        return [error_body(event_status(failed.kind), failed.message)]
 
 
 class RequestRecord:

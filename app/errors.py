@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.protocol import ErrorBody, ErrorResponse
+from app.protocol import INVALID_TEXT, ErrorBody, ErrorResponse
 
 log = logging.getLogger(__name__)
 
@@ -95,17 +95,22 @@ def error_response(
     return JSONResponse(error_body(status, message, param=param, code=code), status_code=status, headers=headers)
 
 
-def _validation_message(exc: RequestValidationError) -> tuple[str, str | None]:
+SPECIFIC_CODES = {INVALID_TEXT}  # validation errors whose kind is their code (`app.protocol`); others: the default
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None, str | None]:
+    """The message, `param` and code of a 400 for the first validation error."""
     errors = exc.errors()
     if not errors:
-        return "invalid request", None
+        return "invalid request", None, None
     first = errors[0]
     loc = [str(p) for p in first.get("loc", ()) if p != "body"]
     param = ".".join(loc) or None
-    if first.get("type") == "json_invalid":
-        return "request body is not valid JSON", None
+    kind = first.get("type")
+    if kind == "json_invalid":
+        return "request body is not valid JSON", None, None
     msg = first.get("msg", "invalid value")
-    return (f"{param}: {msg}" if param else msg), param
+    return (f"{param}: {msg}" if param else msg), param, kind if kind in SPECIFIC_CODES else None
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -120,8 +125,8 @@ def install_error_handlers(app: FastAPI) -> None:
             given = f"'{media}'" if media else "none"
             return error_response(400, f"the request body must be JSON sent with 'Content-Type: {JSON_TYPE}' "
                                        f"(Content-Type given: {given})", code="invalid_content_type")
-        message, param = _validation_message(exc)
-        return error_response(400, message, param=param)
+        message, param, code = _validation_message(exc)
+        return error_response(400, message, param=param, code=code)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -3,17 +3,75 @@
 Requests accept every standard field and ignore unknown ones, but a standard field of the wrong JSON type is a
 400 as in the OpenAI API (`"stream": "yes"` is no boolean: strict types, no coercion); responses carry exactly
 the fields that clients rely on (see docs: `refusal: null`, `logprobs: null`, one id/created per stream).
+Every string of a request body must be text (`TextOnly`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 # ---------------------------------------------------------------- requests
+
+INVALID_TEXT = "invalid_text"  # the error type (pydantic) and code (API) of a request string that is no text
+# A lone surrogate is no Unicode character: JSON can carry one (`"\ud800"`), Python decodes it, and UTF-8 cannot
+# encode it, so every cache key, log line, upstream request and reply that held it would fail. A NUL ends C
+# strings and is refused by log shippers and databases. (A surrogate pair decodes to one character: not matched.)
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
+
+
+def text_problem(text: str) -> str | None:
+    """What makes `text` unusable as text, or None. The message never holds the text itself."""
+    found = _NOT_TEXT.search(text)
+    if found is None:
+        return None
+    if found.group() == "\x00":
+        return "holds a NUL character (\\u0000)"
+    return f"is not valid Unicode: it holds a lone surrogate (\\u{ord(found.group()):04x})"
+
+
+def first_invalid_text(data: Any) -> tuple[tuple[str | int, ...], str] | None:
+    """Where in a parsed JSON value (dicts, lists, strings) the first string that is no text stands, and what is
+    wrong with it. A bad key is reported at its object. Iterative: the nesting is as deep as the client made it."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while stack:
+        loc, value = stack.pop()
+        if isinstance(value, str):
+            problem = text_problem(value)
+            if problem is not None:
+                return loc, f"the text {problem}"
+        elif isinstance(value, dict):
+            children: list[tuple[tuple[str | int, ...], Any]] = []
+            for key, item in value.items():
+                if isinstance(key, str) and (problem := text_problem(key)) is not None:
+                    return loc, f"a key of this object {problem}"
+                children.append(((*loc, key), item))
+            stack.extend(reversed(children))
+        elif isinstance(value, list):
+            stack.extend(reversed([((*loc, i), item) for i, item in enumerate(value)]))
+    return None
+
+
+class TextOnly(BaseModel):
+    """A request body whose every string (values and keys, known fields and extra ones) is valid Unicode text
+    without NUL: checked once on the raw JSON, before any field, so that no later step (cache key, upstream call,
+    log line, reply) meets a string it cannot encode. The 400 names the string's place (`messages.0.content`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_text(cls, data: Any) -> Any:
+        found = first_invalid_text(data)
+        if found is None:
+            return data
+        loc, problem = found
+        # a ValidationError raised here keeps its locations (a ValueError would be reported at the body itself)
+        error = InitErrorDetails(type=PydanticCustomError(INVALID_TEXT, problem), loc=loc, input=None)
+        raise ValidationError.from_exception_data(cls.__name__, [error])
 
 
 class ContentPart(BaseModel):
@@ -59,7 +117,7 @@ class RequestFilters(BaseModel):
     language: Literal["nl", "en"] | None = None  # the language of a collection's documents
 
 
-class ChatCompletionRequest(BaseModel):
+class ChatCompletionRequest(TextOnly):
     model_config = ConfigDict(extra="allow")
     model: str = Field(min_length=1)
     messages: list[ChatMessage] = Field(min_length=1)
@@ -201,7 +259,7 @@ class ChatCompletion(BaseModel):
     search_results: list[SearchResult] = Field(default_factory=list)  # extension: the same documents, described
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(TextOnly):
     """`POST /v1/search`: the passages research would gather for `query`."""
 
     model_config = ConfigDict(extra="forbid")

@@ -36,7 +36,7 @@ from graph.answer.events import (
 )
 from graph.answer.sanitize import TagNeutralizer, neutralize
 from graph.text.claims import withdraw
-from textkit.untrusted import markdown_text, plain, safe_url
+from textkit.untrusted import markdown_text, no_surrogates, plain, safe_url
 
 THINK_OPEN, THINK_CLOSE = "<think>\n", "</think>\n\n"
 
@@ -183,6 +183,7 @@ class ChunkRenderer:
     def _answer_text(self, text: str) -> list[dict[str, Any]]:
         if not text:
             return []
+        text = no_surrogates(text)  # a model's reply may decode to a lone surrogate: no response could encode it
         out = self.close_think()
         if self.first_answer_at is None:
             self.first_answer_at = time.perf_counter()

@@ -4,7 +4,10 @@ settings name a collector or an exporter: then no provider, no exporter and no i
 pipeline's spans (`graph/clients/tracing.py`) go to OpenTelemetry's no-op tracer.
 
 The provider is the service's, not the process-wide one: tests run services with and without tracing in one
-process, and a library that sets its own global provider does not receive the service's spans."""
+process, and a library that sets its own global provider does not receive the service's spans.
+
+A server span records the request's address without its query string (`without_query`): a client that puts a key
+in the URL (`?api_key=...`) must not find it in the tracing backend, whose readers are not the key's owners."""
 
 from __future__ import annotations
 
@@ -13,13 +16,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Tracer
+from opentelemetry.trace import Span, Tracer
 
 from app.settings import Settings
 from graph.clients.tracing import NOOP
 
 log = logging.getLogger(__name__)
 SKIPPED_URLS = "health,metrics"  # probes and scrapes: no trace each
+# where the instrumentation writes the request's address, by semantic-convention version (old, new, both with
+# OTEL_SEMCONV_STABILITY_OPT_IN=http/dup); `url.query` is the query on its own
+URL_ATTRIBUTES = ("http.url", "http.target", "url.full")
+QUERY_ATTRIBUTE = "url.query"
+
+
+def without_query(span: Span, scope: dict[str, Any]) -> None:
+    """The server span's `server_request_hook`: its URL attributes lose their query string. It runs after the
+    instrumentation set them, and nothing sets them again; a query is never used by this API, so nothing of
+    value is lost. (The instrumentation's own redaction knows a few cloud signature parameters, not `api_key`.)"""
+    if not span.is_recording():
+        return
+    attributes = getattr(span, "attributes", None) or {}
+    for key in URL_ATTRIBUTES:
+        value = attributes.get(key)
+        if isinstance(value, str) and "?" in value:
+            span.set_attribute(key, value.partition("?")[0])
+    if attributes.get(QUERY_ATTRIBUTE):
+        span.set_attribute(QUERY_ATTRIBUTE, "")
 
 
 @dataclass
@@ -40,7 +62,7 @@ class Tracing:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
         FastAPIInstrumentor.instrument_app(app, tracer_provider=self.provider, excluded_urls=SKIPPED_URLS,
-                                           exclude_spans=["receive", "send"])
+                                           exclude_spans=["receive", "send"], server_request_hook=without_query)
 
     def shutdown(self) -> None:
         """Export what is left (the spans of the last requests), then stop the exporter."""

@@ -4,6 +4,10 @@
     python -m docserver ingest PATH [PATH...] --collection NAME [--index FILE] [--quiet] [--force] [--max-pages N] ...
     python -m docserver remove DOC_ID [DOC_ID...] [--collection NAME] [--index FILE]
     python -m docserver list [--collection NAME] [--index FILE] [--json]
+
+File names, titles, doc_ids and reasons come from files somebody else wrote: every one is printed through
+``textkit.untrusted.terminal`` (``say``), so an escape sequence or a bidi override shows as ``\\x1b`` or ``\\u202e``
+and a newline in a file name cannot print a line of its own.
 """
 
 import argparse
@@ -14,6 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
+
+from textkit.untrusted import terminal
 
 from .corpus import BUNDLED_CORPUS, Document
 from .store import INDEX_ENV, IndexSchemaError, StoredDocument, resolve_index_path
@@ -72,6 +78,9 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="no progress bar, no line per document and no summary (refusals still)")
     parser.add_argument("--force", action="store_true",
                         help="read unchanged files again too (say, after a reader improved)")
+    parser.add_argument("--follow-symlinks", action="store_true",
+                        help="read the files symbolic links point at, but only inside the folders given (a link "
+                        "named as a PATH: a regular file anywhere but /proc, /sys, /dev); default: links are refused")
     parser.add_argument("--base-url", metavar="URL",
                         help="where these files are published (e.g. an intranet folder): a document without a URL of "
                         "its own links to URL/<file name>, a PDF passage to its page (#page=N); answers cite it")
@@ -89,14 +98,20 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
 _INDEX_ERRORS = (OSError, ValueError, sqlite3.Error, IndexSchemaError)
 
 
+def say(line: str, stream: TextIO | None = None) -> None:
+    """Print one line (to stdout unless ``stream``) with every control character, line break and bidi control in it
+    escaped (``terminal``)."""
+    print(terminal(line), file=stream or sys.stdout)
+
+
 def _writer(bar: bool) -> Callable[[str, TextIO], None]:
-    """How to print a line: past the progress bar when one is drawn (``tqdm.write`` redraws it below the line),
-    else plainly."""
+    """How to print a line (escaped, as ``say``): past the progress bar when one is drawn (``tqdm.write`` redraws it
+    below the line), else plainly."""
     if not bar:
-        return lambda line, stream: print(line, file=stream)
+        return say
     from tqdm import tqdm
 
-    return lambda line, stream: tqdm.write(line, file=stream)
+    return lambda line, stream: tqdm.write(terminal(line), file=stream)
 
 
 def ingest_main(argv: Sequence[str]) -> int:
@@ -108,32 +123,33 @@ def ingest_main(argv: Sequence[str]) -> int:
                     max_unzipped_bytes=int(args.max_unzipped_mb * 2**20))
     bar = not args.quiet and sys.stderr.isatty()
     lines = not args.quiet and not (bar and sys.stdout.isatty())  # on a terminal the bar says it
-    say = _writer(bar)
+    write = _writer(bar)
 
     def tell(path: Path, outcome: Document | Skipped | Failure) -> None:  # a line per file as it is done
         if isinstance(outcome, Failure):
-            say(f"refused: {path}: {outcome.reason}", sys.stderr)
+            write(f"refused: {path}: {outcome.reason}", sys.stderr)
         elif lines and isinstance(outcome, Skipped):
-            say(f"unchanged: {path}", sys.stdout)
+            write(f"unchanged: {path}", sys.stdout)
         elif lines:
-            say(f"  {outcome.doc_id}: {outcome.title} ({len(outcome.chunks)} chunks) <- {path}", sys.stdout)
+            write(f"  {outcome.doc_id}: {outcome.title} ({len(outcome.chunks)} chunks) <- {path}", sys.stdout)
 
     try:
         report = ingest_files(args.paths, args.collection, index_path=args.index, progress=bar, limits=limits,
-                              force=args.force, base_url=args.base_url, on_file=tell)
+                              force=args.force, base_url=args.base_url, on_file=tell,
+                              follow_symlinks=args.follow_symlinks)
     except _INDEX_ERRORS as exc:
-        print(f"ingest failed: {exc}", file=sys.stderr)
+        say(f"ingest failed: {exc}", sys.stderr)
         return 1
     documents = len(report.documents) + len(report.skipped)
     if not args.quiet:
         chunks = sum(len(d.chunks) for d in report.documents) + sum(s.chunks for s in report.skipped)
         unchanged = f" ({len(report.skipped)} unchanged)" if report.skipped else ""
-        print(f"{documents} documents, {chunks} chunks -> collection {args.collection!r} in {args.index}{unchanged}")
+        say(f"{documents} documents, {chunks} chunks -> collection {args.collection!r} in {args.index}{unchanged}")
     if report.failures:
-        print(f"{len(report.failures)} file(s) refused, see above", file=sys.stderr)
+        say(f"{len(report.failures)} file(s) refused, see above", sys.stderr)
         return 1
     if not documents:
-        print("ingest failed: no files to ingest were found", file=sys.stderr)
+        say("ingest failed: no files to ingest were found", sys.stderr)
         return 1
     return 0
 
@@ -157,17 +173,16 @@ def remove_main(argv: Sequence[str]) -> int:
     args = parse_remove_args(argv)
     path = resolve_index_path(args.index)
     if not path.is_file():  # not created just to say that it holds nothing
-        print(f"remove failed: no document {', '.join(map(repr, args.doc_ids))}: no index file {path}",
-              file=sys.stderr)
+        say(f"remove failed: no document {', '.join(map(repr, args.doc_ids))}: no index file {path}", sys.stderr)
         return 1
     try:
         with DocumentStore(path) as store:
             removed = store.remove(args.doc_ids, args.collection)
     except _INDEX_ERRORS as exc:
-        print(f"remove failed: {exc}", file=sys.stderr)
+        say(f"remove failed: {exc}", sys.stderr)
         return 1
     for collection, doc_id in removed:
-        print(f"removed: {doc_id} from collection {collection!r}")
+        say(f"removed: {doc_id} from collection {collection!r}")
     return 0
 
 
@@ -198,9 +213,17 @@ def listing(document: StoredDocument) -> dict[str, str | int | None]:
 
 
 def listing_line(document: StoredDocument) -> str:
-    """A stored document as one tab-separated line; a title's own tabs and line breaks become spaces."""
+    """A stored document as one tab-separated line for a terminal: a title's own tabs and line breaks become
+    spaces, other control characters in any field escapes (``terminal``)."""
     fields = listing(document) | {"title": " ".join(document.title.split())}
-    return "\t".join("-" if value is None else str(value) for value in fields.values())
+    return "\t".join(terminal("-" if value is None else str(value)) for value in fields.values())
+
+
+def json_for_terminal(value: object) -> str:
+    """``value`` as indented JSON whose strings show every character ``terminal`` would escape as a JSON escape
+    (``\\u001b``, ``\\u202e``): still JSON for a script, never a control sequence for the terminal."""
+    text = json.dumps(value, ensure_ascii=False, indent=1)  # a raw newline in it is the indentation's
+    return "".join(ch if ch == "\n" or terminal(ch) == ch else f"\\u{ord(ch):04x}" for ch in text)
 
 
 def list_main(argv: Sequence[str]) -> int:
@@ -210,10 +233,10 @@ def list_main(argv: Sequence[str]) -> int:
     try:
         stored = list_stored(args.index, args.collection)
     except _INDEX_ERRORS as exc:
-        print(f"list failed: {exc}", file=sys.stderr)
+        say(f"list failed: {exc}", sys.stderr)
         return 1
     if args.json:  # "[]" when there is nothing: still JSON for a script to read
-        print(json.dumps([listing(d) for d in stored], ensure_ascii=False, indent=1))
+        print(json_for_terminal([listing(d) for d in stored]))
     else:
         for document in stored:
             print(listing_line(document))

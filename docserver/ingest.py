@@ -15,6 +15,11 @@ Markdown and plain text are read here:
   at paragraph boundaries, preferably where a numbered "lid" starts.
 * Other Markdown (the bundled corpus format) goes through ``parse_document``.
 * Plain text: one document, blank-line paragraphs grouped to ``TEXT_CHARS``.
+
+Which files a run reads, and how they are opened, is ``docserver/walk.py``'s business. A text file holding a NUL
+or invalid UTF-8 anywhere is refused ("binary data at byte N"). Whatever a file carries besides its text (title,
+section, author, the name it gets from the file, links) is written by somebody else: it is stored as one plain
+line and links as http(s) only (``textkit.untrusted``), so no reader's output reaches the index raw.
 """
 
 import hashlib
@@ -24,11 +29,13 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import quote
 
 from textkit import normalize
+from textkit.untrusted import plain, safe_url, terminal
 
-from . import formats
+from . import formats, walk
 from .corpus import Chunk, Document, parse_document, split_front_matter
 from .formats import Extracted, Limits, Refused, Unit
 from .store import DocumentStore, SourceFile, StoredDocument, stored_sources
@@ -39,11 +46,11 @@ __all__ = [
     "Failure",
     "Report",
     "Skipped",
-    "discover",
     "extracted_document",
     "ingest",
     "ingest_files",
     "is_law_text",
+    "parse_bytes",
     "parse_file",
     "parse_law",
     "parse_text",
@@ -53,6 +60,8 @@ __all__ = [
 ARTICLE_CHARS = 2500  # longer articles are split into parts
 TEXT_CHARS = 1500  # plain-text chunk size
 COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TEXT_SUFFIXES = (*formats.MARKDOWN_SUFFIXES, ".txt", ".text")  # named as text: a binary byte in them is named
+_LINK_FIELDS = frozenset(("url", "bron"))  # metadata values that are links
 
 _HEADING = re.compile(r"^(#{1,6})\s*(\S.*?)\s*$")
 _ARTICLE = re.compile(
@@ -61,7 +70,7 @@ _ARTICLE = re.compile(
 )
 _CHAPTER = re.compile(r"^(hoofdstuk|chapter)\b", re.IGNORECASE)
 _ANNEX = re.compile(r"^(bijlage|annex)\b", re.IGNORECASE)
-_LINK = re.compile(r"\[([^\]]*)\]\([^)\s]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\((?:[^()\s]|\([^()\s]*\))*\)")  # [text](url), url with one level of (...)
 _BWB = re.compile(r"\bBWB[RV]\d{7}\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=\S)")
 _LID = re.compile(r"^\d+[a-z]?\.\s")  # "1. ", "2a. ": a numbered paragraph ("lid") of an article
@@ -314,51 +323,89 @@ def extracted_document(extracted: Extracted, *, collection: str, default_id: str
     )
 
 
-def parse_file(path: Path, collection: str, limits: Limits | None = None) -> Document:
-    """One file as a ``Document``, read by the reader its content calls for (``docserver.formats``): PDF, DOCX,
-    ODT, HTML, BWB law XML, official-publication XML; Markdown (law texts, corpus-style) and plain text here.
-    Raises ``Refused`` with the reason when the file is not indexed."""
-    kind, data = formats.load(path, limits or Limits())
-    default_id = slug(path.stem)
-    if kind in ("markdown", "text"):
-        try:
-            source = data.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise Refused(f"not UTF-8 text (byte {exc.start})") from exc
-        if kind == "text":
-            return parse_text(source, collection=collection, title=path.stem, doc_id=default_id)
+def parse_file(path: Path, collection: str, limits: Limits | None = None, *, follow_symlinks: bool = False) -> Document:
+    """One file as a ``Document`` (``parse_bytes``), opened as an ingest opens a file named to it (``walk``: a
+    symbolic link only with ``follow_symlinks``, never a FIFO, a device or a file under /proc). Raises ``Refused``
+    with the reason when the file is not indexed."""
+    limits = limits or Limits()
+    named = walk.check_named(Path(path), follow_symlinks=follow_symlinks)
+    if not isinstance(named, walk.Found):
+        raise Refused(named.reason if isinstance(named, walk.Passed) else "a folder, not a file")
+    with walk.opened(named) as stream:
+        kind, data = load(stream, Path(path), limits)
+    return parse_bytes(kind, data, Path(path), collection, limits)
+
+
+def load(stream: BinaryIO, path: Path, limits: Limits) -> tuple[str, bytes]:
+    """The format and bytes of the open file ``path`` (``formats.load``: size, ZIP end records, sniffing); a file
+    named as text or Markdown that no reader takes is refused by the binary byte that turned the sniffer down."""
+    try:
+        return formats.load(stream, path.suffix, limits)
+    except Refused:
+        if path.suffix.lower() in _TEXT_SUFFIXES:
+            stream.seek(0)
+            _text(stream.read(limits.max_bytes))
+        raise
+
+
+def parse_bytes(kind: str, data: bytes, path: Path, collection: str, limits: Limits | None = None) -> Document:
+    """The bytes of the file ``path``, of format ``kind`` (``load``), as a ``Document``, read by the reader their
+    content calls for (``docserver.formats``): PDF, DOCX, ODT, HTML, BWB law XML, official-publication XML; Markdown
+    (law texts, corpus-style) and plain text here; stored ``as_plain``. Raises ``Refused`` with the reason when the
+    file is not indexed."""
+    if kind == "text":
+        doc = parse_text(_text(data), collection=collection, title=path.stem, doc_id=slug(path.stem))
+    elif kind == "markdown":
+        source = _text(data)
         meta, body = split_front_matter(source)
         if is_law_text(meta, body):
-            return parse_law(source, collection=collection, default_id=default_id)
-        doc = parse_document(source, collection=collection, default_id=default_id)
-        return doc if doc.language else replace(doc, language=detect_language(body))
-    extracted = formats.extract(kind, data, limits or Limits())
-    # the suffix is part of the id: the same paper as PDF and as HTML are two documents, each with a stable id
-    return extracted_document(extracted, collection=collection, default_id=slug(path.name), default_title=path.stem)
-
-
-def discover(paths: Iterable[Path | str]) -> list[Path]:
-    """The files to ingest: named files as given (whatever their suffix: the content decides), directories walked
-    recursively for the suffixes a reader takes (skipping hidden entries and README files, which describe a
-    folder)."""
-    found: dict[Path, None] = {}
-    for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            found[path] = None
-        elif path.is_dir():
-            for file in sorted(path.rglob("*")):
-                relative = file.relative_to(path).parts
-                if (
-                    file.is_file()
-                    and file.suffix.lower() in formats.SUFFIXES
-                    and not any(part.startswith(".") for part in relative)
-                    and not file.name.lower().startswith("readme")
-                ):
-                    found[file] = None
+            doc = parse_law(source, collection=collection, default_id=slug(path.stem))
         else:
-            raise FileNotFoundError(f"no such file or directory: {path}")
-    return list(found)
+            doc = parse_document(source, collection=collection, default_id=slug(path.stem))
+            doc = doc if doc.language else replace(doc, language=detect_language(body))
+    else:  # the suffix is part of the id: the same paper as PDF and as HTML are two documents, each with a stable id
+        doc = extracted_document(formats.extract(kind, data, limits or Limits()), collection=collection,
+                                 default_id=slug(path.name), default_title=path.stem)
+    return as_plain(doc, markdown=kind == "markdown")
+
+
+def _text(data: bytes) -> str:
+    """A Markdown or text file's bytes as text; ``Refused`` at the first NUL or invalid UTF-8 byte anywhere in it
+    (the sniffer looks only at the start: a NUL further on would be indexed and handed out)."""
+    nul = data.find(b"\x00")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        nul = exc.start if nul < 0 else min(nul, exc.start)
+    if nul >= 0:
+        raise Refused(f"binary data at byte {nul}")
+    return text.removeprefix("\ufeff")
+
+
+def as_plain(doc: Document, *, markdown: bool = False) -> Document:
+    """``doc`` as stored: everything it carries besides its text is somebody else's, so its doc_id, title,
+    sections, kind, language, disclaimer and metadata become one plain line (``textkit.untrusted.plain``: no
+    newline can start a fake line, no escape sequence or bidi override reaches a screen) and its links http(s)
+    or none (``safe_url``). ``markdown``: titles and sections were Markdown, whose links are read as their text."""
+
+    def line(value: str | None) -> str:
+        return plain(_LINK.sub(r"\1", value) if markdown and value else value)
+
+    doc_id = plain(doc.doc_id) or slug(doc.doc_id)
+    title = line(doc.title) or doc_id
+    chunks = tuple(
+        replace(c, doc_id=doc_id, title=line(c.title) or title, section=line(c.section), url=safe_url(c.url) or None)
+        for c in doc.chunks
+    )
+    metadata = {plain(k): safe_url(v) if k in _LINK_FIELDS else plain(v) for k, v in doc.metadata.items()}
+    return replace(doc, doc_id=doc_id, title=title, chunks=chunks, url=safe_url(doc.url) or None,
+                   kind=plain(doc.kind) or None, language=plain(doc.language) or None,
+                   disclaimer=plain(doc.disclaimer) or None, metadata={k: v for k, v in metadata.items() if k})
+
+
+def _wanted(path: Path) -> bool:
+    """What a folder walk picks up: a suffix a reader takes, and no README (which describes a folder)."""
+    return path.suffix.lower() in formats.SUFFIXES and not path.name.lower().startswith("readme")
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,12 +435,13 @@ class Report:
     failures: list[Failure] = field(default_factory=list)
 
 
-def file_sha256(path: Path) -> str:
-    """The sha256 of the file's bytes (hex), read in blocks: a file over the size limit is still hashed cheaply."""
+def file_sha256(stream: BinaryIO) -> str:
+    """The sha256 of an opened file's bytes (hex), read in blocks: a file over the size limit is still hashed
+    cheaply."""
     digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
+    stream.seek(0)
+    for block in iter(lambda: stream.read(1 << 20), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 
@@ -414,6 +462,7 @@ def ingest_files(
     force: bool = False,
     base_url: str | None = None,
     on_file: Callable[[Path, Document | Skipped | Failure], None] | None = None,
+    follow_symlinks: bool = False,
 ) -> Report:
     """Parse ``paths`` into ``collection`` and store every file that could be read; the others are reported.
 
@@ -423,19 +472,25 @@ def ingest_files(
     PDF pages read so far (only when stderr is a terminal); ``on_file(path, outcome)`` hears of each file as it
     is done: the document stored, the file skipped, or the failure. ``base_url``: where the files are published
     (an intranet folder); a document without a URL of its own gets ``base_url/<file name>``, its PDF chunks
-    ``...#page=N``.
+    ``...#page=N``. Only regular files inside ``paths`` are read (``docserver/walk.py``; symbolic links only with
+    ``follow_symlinks``, and then only inside the folders given); the others are refused by name, with the reason.
     """
     if not COLLECTION_NAME.match(collection):
         raise ValueError(f"invalid collection name {collection!r}")
-    files = discover(paths)
+    files, passed = walk.discover(paths, wanted=_wanted, follow_symlinks=follow_symlinks)
     stored = {} if force else stored_sources(index_path, collection)
     parsed: dict[str, tuple[Document, SourceFile]] = {}
     seen: dict[str, Path] = {}  # doc_id -> the file of this run it comes from
     report = Report()
+    for not_read in passed:
+        report.failures.append(Failure(not_read.path, not_read.reason))
+        if on_file is not None:
+            on_file(not_read.path, report.failures[-1])
     pages = 0
     with _progress_bar(len(files), collection, progress) as bar:
-        for file in files:
-            outcome = _ingest_one(file, collection, limits, stored, seen, base_url)
+        for found in files:
+            file = found.path
+            outcome = _ingest_one(found, collection, limits or Limits(), stored, seen, base_url)
             if isinstance(outcome, Failure):
                 report.failures.append(outcome)
             elif isinstance(outcome, Skipped):
@@ -463,7 +518,7 @@ def _progress_bar(total: int, collection: str, wanted: bool):  # -> tqdm; not an
     # Imported lazily: serving never needs it (the mcp 1.x compatibility venv does not even install it).
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=f"ingest {collection}", unit="doc", file=sys.stderr,
+    return tqdm(total=total, desc=terminal(f"ingest {collection}"), unit="doc", file=sys.stderr,
                 disable=not (wanted and sys.stderr.isatty()))
 
 
@@ -474,23 +529,27 @@ def _page_count(document: Document) -> int:
 
 
 def _ingest_one(
-    file: Path,
+    found: walk.Found,
     collection: str,
-    limits: Limits | None,
+    limits: Limits,
     stored: Mapping[tuple[str, str], StoredDocument],
     seen: Mapping[str, Path],
     base_url: str | None = None,
 ) -> tuple[Document, SourceFile] | Skipped | Failure:
     """One file of a run: skipped when ``stored`` holds it unchanged, else parsed; refused when it cannot be
-    read, holds no text, or gives the doc_id of another file of the run (``seen``)."""
+    read, holds no text, or gives the doc_id of another file of the run (``seen``). The file is hashed and read
+    through one descriptor (``walk.opened``): what is read is what was checked."""
     outcome: tuple[Document, SourceFile] | Skipped
+    file = found.path
     try:
-        sha256 = file_sha256(file)
-        unchanged = stored.get((file.name, sha256))
+        with walk.opened(found) as stream:
+            sha256 = file_sha256(stream)
+            unchanged = stored.get((file.name, sha256))
+            kind, data = ("", b"") if unchanged is not None else load(stream, file, limits)
         if unchanged is not None:
             doc_id, outcome = unchanged.doc_id, Skipped(file, unchanged.doc_id, unchanged.chunks)
         else:
-            doc = parse_file(file, collection, limits)
+            doc = parse_bytes(kind, data, file, collection, limits)
             if not doc.chunks:
                 raise Refused("no text to index")
             if base_url and not doc.url:
@@ -510,13 +569,15 @@ def ingest(
     index_path: Path | str | None = None,
     progress: bool = False,
     limits: Limits | None = None,
+    follow_symlinks: bool = False,
 ) -> list[Document]:
     """``ingest_files`` for callers that expect every file to be read: the documents stored, or ``ValueError``
     naming each refused file and its reason (the files that could be read are stored all the same).
 
     Every file is read, unchanged or not (``force``): the caller gets the document of each file as this code
     reads it, never a stored copy it did not check."""
-    report = ingest_files(paths, collection, index_path=index_path, progress=progress, limits=limits, force=True)
+    report = ingest_files(paths, collection, index_path=index_path, progress=progress, limits=limits, force=True,
+                          follow_symlinks=follow_symlinks)
     if report.failures:
         raise ValueError("; ".join(f"{f.path}: {f.reason}" for f in report.failures))
     return report.documents

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from app.__main__ import server_options
+from app.server import ConnectionGuard
 from app.settings import Settings
 from bench.harness import Proc, free_port
 
@@ -46,9 +47,10 @@ def test_ask_runs_the_service_in_process() -> None:
 
 def test_serve_options_flags_over_settings() -> None:
     settings = Settings(_env_file=None, host="0.0.0.0", port=8000, workers=2, log_level="WARNING",
-                        http_idle_timeout_s=75.0)
+                        http_idle_timeout_s=75.0, request_header_timeout_s=30.0, max_connections=1000)
     assert server_options(settings, argparse.Namespace(host=None, port=None, workers=None)) == {
-        "host": "0.0.0.0", "port": 8000, "log_level": "warning", "workers": 2, "timeout_keep_alive": 75.0, "factory": True,
+        "host": "0.0.0.0", "port": 8000, "log_level": "warning", "workers": 2, "timeout_keep_alive": 75.0,
+        "http": ConnectionGuard(30.0, 1000), "factory": True,
     }
     flags = server_options(settings, argparse.Namespace(host="127.0.0.1", port=9001, workers=3))
     assert (flags["host"], flags["port"], flags["workers"]) == ("127.0.0.1", 9001, 3)

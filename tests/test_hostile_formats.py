@@ -129,8 +129,10 @@ def _nested_page(depth: int) -> bytes:
 
 
 def _read(path: Path, limits: Limits | None = None) -> Extracted:
-    """A file read as the ingest reads it: `load` (size, sniffing) then `extract` (the format's reader)."""
-    kind, data = load(path, limits or Limits())
+    """A file read as the ingest reads it: `load` of the open file (size, ZIP end records, sniffing) then `extract`
+    (the format's reader)."""
+    with path.open("rb") as file:
+        kind, data = load(file, path.suffix, limits or Limits())
     return extract(kind, data, limits or Limits())
 
 
@@ -144,7 +146,8 @@ from docserver.formats import Limits, Refused, extract, load
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
 try:
-    kind, data = load(sys.argv[1], Limits())
+    with open(sys.argv[1], "rb") as file:
+        kind, data = load(file, ".docx", Limits())
     extract(kind, data, Limits())
     reason = None
 except Refused as exc:

@@ -136,10 +136,11 @@ def test_the_report_lists_skipped_files_and_one_run_never_stores_two_files_under
     assert OLD in stored.chunks[0].text
     assert ingest([first], "c", index_path=index_file) == [stored]  # the strict form always reads
 
-    # the name that counts is the one the doc_id comes from: a symlink's, not its target's
+    # the name that counts is the one the doc_id comes from: a followed symlink's, not its target's
     link = tmp_path / "kopie.txt"
     link.symlink_to(first)
-    assert [d.doc_id for d in ingest_files([link], "d", index_path=index_file).documents] == ["kopie"]
+    assert [d.doc_id for d in ingest_files([link], "d", index_path=index_file, follow_symlinks=True).documents] == [
+        "kopie"]
     target = ingest_files([first], "d", index_path=index_file)
     assert [d.doc_id for d in target.documents] == ["notitie"] and target.skipped == []
 

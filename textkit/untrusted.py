@@ -9,6 +9,7 @@ a link may be `javascript:`. The functions here are the one place that decides w
 - `safe_url`: an `http`/`https` link with a host (or a path of the service's own), else the empty string.
 - `markdown_text`: `plain`, with every character Markdown or HTML reads as markup escaped (sources list, bullets,
   think block: Open WebUI renders those as Markdown).
+- `no_surrogates`: any text the service sends on (a model's reply) made encodable as UTF-8.
 - `terminal`: for a terminal (the CLIs): every control character shown as an escape such as ``\\x1b``.
 """
 
@@ -18,7 +19,7 @@ import re
 import unicodedata
 from urllib.parse import urlsplit
 
-__all__ = ["body", "markdown_text", "plain", "safe_url", "terminal"]
+__all__ = ["body", "markdown_text", "no_surrogates", "plain", "safe_url", "terminal"]
 
 # Bidirectional controls (embeddings, overrides, isolates, marks) turn the text around them: never shown raw.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -38,7 +39,9 @@ _BLOCK_START = re.compile(r"^(\d{1,9})([.)])|^([-+=])")
 _URL_UNSAFE = {c: f"%{ord(c):02X}" for c in " \"'<>()[]\\`{}|^"}
 
 
-def _no_surrogates(text: str) -> str:
+def no_surrogates(text: str) -> str:
+    """`text` with each lone surrogate (no Unicode character: UTF-8 cannot encode it, though a JSON `\\ud800`
+    escape decodes to one) replaced by U+FFFD."""
     return _SURROGATE.sub("\ufffd", text)
 
 
@@ -47,7 +50,7 @@ def plain(text: str | None) -> str:
     (not Unicode) become U+FFFD; the ends are stripped."""
     if not text:
         return ""
-    return _SPACES.sub(" ", _BREAKS.sub(" ", _no_surrogates(str(text)))).strip()
+    return _SPACES.sub(" ", _BREAKS.sub(" ", no_surrogates(str(text)))).strip()
 
 
 def body(text: str | None) -> str:
@@ -55,7 +58,7 @@ def body(text: str | None) -> str:
     taken out; lone surrogates become U+FFFD."""
     if not text:
         return ""
-    return _BODY_CONTROLS.sub("", _no_surrogates(str(text)))
+    return _BODY_CONTROLS.sub("", no_surrogates(str(text)))
 
 
 def safe_url(url: str | None, *, own_prefixes: tuple[str, ...] = ()) -> str:

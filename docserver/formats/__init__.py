@@ -1,6 +1,6 @@
 """One reader per file format, chosen by content (magic bytes, ZIP members, XML root element), not only by suffix.
 
-`load(path, limits)` names a file's format (or refuses it), `extract(kind, data, limits)` returns it as an `Extracted`
+`load(file, suffix, limits)` names an open file's format (or refuses it), `extract(kind, data, limits)` returns it as an `Extracted`
 (title, metadata, text units that carry their page, heading path or article) or raises `Refused` with a reason its
 owner understands. Every reader module has one function, `read(data: bytes, limits: Limits, deadline: Deadline)
 -> Extracted`; Markdown and plain text keep their own parsers in docserver/ingest.py.
@@ -9,13 +9,14 @@ owner understands. Every reader module has one function, `read(data: bytes, limi
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import zipfile
 from io import BytesIO
-from pathlib import Path
+from typing import BinaryIO
 
 from . import zipguard
-from .base import Deadline, Extracted, Limits, Refused, Unit
+from .base import Deadline, Extracted, Limits, Refused, Unit, too_large
 
 __all__ = ["READERS", "SUFFIXES", "Deadline", "Extracted", "Limits", "Refused", "Unit", "extract", "load", "sniff"]
 
@@ -83,21 +84,20 @@ def sniff(data: bytes, suffix: str = "") -> str | None:
     return "markdown" if suffix.lower() in MARKDOWN_SUFFIXES else "text"
 
 
-def load(path: Path | str, limits: Limits) -> tuple[str, bytes]:
-    """A file's format and bytes; `Refused` when it is too large, empty or of no format a reader takes. A ZIP file
-    is refused on the member count its end records declare before it is read into memory."""
-    path = Path(path)
-    size = path.stat().st_size
-    if size > limits.max_bytes:
-        raise Refused(f"the file is {size / 1e6:.0f} MB, more than the limit of {limits.max_bytes / 1e6:.0f} MB")
-    with path.open("rb") as file:
-        is_zip = file.read(len(zipguard.ZIP_MAGIC)) == zipguard.ZIP_MAGIC
-    if is_zip:
-        zipguard.check_file(path)
-    data = path.read_bytes()
+def load(file: BinaryIO, suffix: str, limits: Limits) -> tuple[str, bytes]:
+    """An open file's format and bytes, read from its start; `Refused` when it is too large (a file that grows
+    while it is read is cut off by the bound, not read on), empty or of no format a reader takes. A ZIP file is
+    refused on the member count its end records declare before it is read into memory."""
+    file.seek(0)
+    if file.read(len(zipguard.ZIP_MAGIC)) == zipguard.ZIP_MAGIC:
+        zipguard.check_file(file)
+    file.seek(0)
+    data = file.read(limits.max_bytes + 1)
+    if len(data) > limits.max_bytes:
+        raise too_large(max(os.fstat(file.fileno()).st_size, len(data)), limits.max_bytes)
     if not data.strip():
         raise Refused("the file is empty: no text to index")
-    kind = sniff(data, path.suffix)
+    kind = sniff(data, suffix)
     if kind is None:
         raise Refused("unknown format: not PDF, DOCX, ODT, HTML, BWB or official-publication XML, Markdown or text")
     return kind, data

@@ -73,3 +73,8 @@ class Deadline:
     def check(self, where: str = "") -> None:
         if self.remaining() == 0:
             raise Refused(f"took longer than {self.seconds:g} s to read" + (f" ({where})" if where else ""))
+
+
+def too_large(size: int, max_bytes: int) -> Refused:
+    """The refusal of a file of `size` bytes over the limit of `max_bytes`."""
+    return Refused(f"the file is {size / 1e6:.0f} MB, more than the limit of {max_bytes / 1e6:.0f} MB")

@@ -38,7 +38,7 @@ from xml.etree.ElementTree import Element, ParseError
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import XMLParser
 
-from .base import Deadline, Extracted, Limits, Refused, Unit
+from .base import Deadline, Extracted, Limits, Refused, Unit, too_large
 from .common import feed
 
 __all__ = ["read"]
@@ -68,7 +68,7 @@ def parse_xml(data: bytes, limits: Limits, deadline: Deadline) -> Element:
     """The root element of untrusted XML; `Refused` for entity declarations, external entities, malformed or cut-off
     XML, absurd nesting, or a file over the size limit."""
     if len(data) > limits.max_bytes:
-        raise Refused(f"the file is {len(data) / 1e6:.0f} MB, more than the limit of {limits.max_bytes / 1e6:.0f} MB")
+        raise too_large(len(data), limits.max_bytes)
     parser = XMLParser()  # defusedxml's: forbids entity declarations and external references
     try:
         feed(parser, data, deadline, "parsing the XML")

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from io import BytesIO
-from pathlib import Path
+from typing import BinaryIO
 
 from .base import Deadline, Limits, Refused
 
@@ -81,13 +81,13 @@ def check_directory(data: bytes) -> None:
         )
 
 
-def check_file(path: Path) -> None:
-    """`check_directory`'s checks of the end records, from the last bytes of a ZIP file only: a file declaring a
-    million members is refused before it is read into memory (the entry records are counted once it is)."""
-    with path.open("rb") as file:
-        size = file.seek(0, 2)
-        file.seek(max(0, size - TAIL_BYTES))
-        _directory(file.read(), size)
+def check_file(file: BinaryIO) -> None:
+    """`check_directory`'s checks of the end records, from the last bytes of an open ZIP file only: a file
+    declaring a million members is refused before it is read into memory (the entry records are counted once it
+    is)."""
+    size = file.seek(0, 2)
+    file.seek(max(0, size - TAIL_BYTES))
+    _directory(file.read(), size)
 
 
 def _directory(tail: bytes, size: int) -> Directory | None:

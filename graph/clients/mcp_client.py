@@ -30,7 +30,7 @@ from mcp.types import CallToolResult, Implementation
 from opentelemetry.trace import Span, SpanKind, Tracer
 
 from graph.clients.mcp_direct import DirectCalls, per_request
-from graph.clients.tracing import NOOP
+from graph.clients.tracing import NOOP, safe_span
 from graph.clients.transport import IDLE_EXPIRY_S, bearer_headers, failure_name
 from graph.models import Evidence
 
@@ -341,11 +341,12 @@ class DocumentClient:
 
     def _span(self, tool: str, collection: str = "") -> AbstractContextManager[Span]:
         """A tool call's span (the MCP semantic conventions' names), current while it runs: a direct call sends its
-        `traceparent` on (the SDK's session path does not)."""
+        `traceparent` on (the SDK's session path does not). A failure is recorded by its type only (`safe_span`): a
+        server's error text may quote the query."""
         attributes = {"mcp.method.name": "tools/call", "gen_ai.tool.name": tool, "gen_ai.operation.name": "execute_tool"}
         if collection:
             attributes["neo.collection"] = collection
-        return self.tracer.start_as_current_span(f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes)
+        return safe_span(self.tracer, f"tools/call {tool}", kind=SpanKind.CLIENT, attributes=attributes)
 
 
 class VisibleDocuments:

@@ -5,19 +5,54 @@ Only OpenTelemetry's API is used here: the tracer comes with the clients and the
 one unless the service configured tracing (`app/tracing.py`), which then records nothing and costs a few
 microseconds a span. What a span may say: names, counts, models, tokens, durations. Never a prompt, passage,
 answer, key or token text, unless the operator turned content capture on (`OTEL_CAPTURE_CONTENT`).
+
+That includes failures: an exception's message can quote content (an upstream's 500 body that repeats the prompt,
+a tool error that quotes a passage), and OpenTelemetry's `start_as_current_span` records it twice by default, as
+the span's status description and as an `exception` event. Spans here are opened with `safe_span`, which records
+only the exception's type unless content capture is on (`record_failure`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
 from opentelemetry import propagate, trace
-from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 NOOP: Tracer = trace.NoOpTracer()
+
+
+def record_failure(span: Span, error: BaseException, *, capture: bool = False) -> None:
+    """Mark `span` failed by `error`: the status and an `exception` event say the exception's type, never its
+    message (which may quote a prompt, a passage or an upstream's reply), unless content capture is on."""
+    if not span.is_recording():
+        return
+    kind = type(error).__name__
+    if capture:  # opt-in: the message may leave the service like the prompts do
+        span.set_status(Status(StatusCode.ERROR, f"{kind}: {error}"))
+        span.record_exception(error)
+    else:
+        span.set_status(Status(StatusCode.ERROR, kind))
+        span.add_event("exception", {"exception.type": kind})
+
+
+@contextmanager
+def safe_span(tracer: Tracer, name: str, *, kind: SpanKind = SpanKind.INTERNAL,
+              attributes: dict[str, Any] | None = None, capture: bool = False) -> Iterator[Span]:
+    """`tracer.start_as_current_span(name)` that records a failure by `record_failure`, not by OpenTelemetry's
+    default (the exception's message as status and event). Like the default, only an `Exception` marks the span
+    failed: a cancellation (a client that left) or a closed generator is no error of the span's work."""
+    with tracer.start_as_current_span(name, kind=kind, attributes=attributes, record_exception=False,
+                                      set_status_on_exception=False) as current:
+        try:
+            yield current
+        except Exception as exc:
+            record_failure(current, exc, capture=capture)
+            raise
 
 
 def traced(node: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
@@ -32,7 +67,7 @@ def traced(node: Callable[[Any, Any], Awaitable[Any]]) -> Callable[[Any, Any], A
         task = state.get("task") if isinstance(state, dict) else None
         if task is not None:  # a research sub-agent (`Send` input)
             attributes |= {"neo.task.id": task.id, "neo.collection": task.collection}
-        with runtime.context.tracer.start_as_current_span(f"node {name}", attributes=attributes):
+        with safe_span(runtime.context.tracer, f"node {name}", attributes=attributes):
             return await node(state, runtime)
 
     return run
@@ -68,8 +103,6 @@ def end_model_span(span: Span, *, input_tokens: int, output_tokens: int, finish:
             span.set_attribute("gen_ai.input.messages", json.dumps(messages or [], ensure_ascii=False))
             span.set_attribute("gen_ai.output.messages", json.dumps(
                 [{"role": "assistant", "content": reply}], ensure_ascii=False))
-        if error is not None:
-            span.set_status(trace.StatusCode.ERROR, type(error).__name__)
-            if capture:  # an upstream's error body may quote the prompt
-                span.record_exception(error)
+        if error is not None:  # an upstream's error body may quote the prompt
+            record_failure(span, error, capture=capture)
     span.end()

@@ -9,8 +9,9 @@ from typing import Any
 
 
 class OtlpReceiver:
-    def __init__(self, *, decode: bool = True) -> None:
+    def __init__(self, *, decode: bool = True, whole: bool = False) -> None:
         self.spans: list[dict[str, Any]] = []  # when decoding: name, trace, id, parent, service, attributes
+        self.whole: list[dict[str, Any]] = []  # with `whole`: each span as protobuf's JSON form (status, events)
         self.exports = self.bytes = 0
         receiver, lock = self, threading.Lock()
 
@@ -18,7 +19,9 @@ class OtlpReceiver:
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 spans = _decode(body) if decode else []
+                whole_spans = _whole(body) if whole else []
                 with lock:
+                    receiver.whole.extend(whole_spans)
                     receiver.exports += 1
                     receiver.bytes += len(body)
                     receiver.spans.extend(spans)
@@ -50,6 +53,15 @@ def _decode(body: bytes) -> list[dict[str, Any]]:
                      "service": service.get("service.name"), "attributes": {a.key: _value(a.value) for a in s.attributes}}
                     for s in scope.spans]
     return out
+
+
+def _whole(body: bytes) -> list[dict[str, Any]]:
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    request = ExportTraceServiceRequest.FromString(body)
+    return [MessageToDict(span) for resource in request.resource_spans for scope in resource.scope_spans
+            for span in scope.spans]
 
 
 def _value(value: Any) -> Any:
