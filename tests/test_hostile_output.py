@@ -200,3 +200,71 @@ def test_ledger_sources_table() -> None:
     assert sum(t.type == "list_item_open" for t in tokens) == 4, text
     assert not re.search(r"— (?:javascript|data):", text), text  # the links the entries carried: dropped
     assert "— https://a.example/x" in text and "— https://b.example" in text
+
+
+# --- the same attack through the ingest: an ODT user field and an HTML canonical link -------------------------------
+
+ODT_MIME = b"application/vnd.oasis.opendocument.text"
+ODF = ('xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+       'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+       'xmlns:meta="urn:oasis:names:tc:opendocument:xmlns:meta:1.0" xmlns:dc="http://purl.org/dc/elements/1.1/"')
+
+
+def _odt(title: str, url: str, text: str) -> bytes:
+    import io
+    import zipfile
+    from xml.sax.saxutils import escape
+
+    meta = (f'<?xml version="1.0"?><office:document-meta {ODF}><office:meta><dc:title>{escape(title)}</dc:title>'
+            f'<meta:user-defined meta:name="url">{escape(url)}</meta:user-defined></office:meta>'
+            "</office:document-meta>")
+    content = (f'<?xml version="1.0"?><office:document-content {ODF}><office:body><office:text>'
+               f"<text:p>{escape(text)}</text:p></office:text></office:body></office:document-content>")
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), ODT_MIME)
+        archive.writestr("content.xml", content)
+        archive.writestr("meta.xml", meta)
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def ingested_docserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A folder of an ODT whose user field `url` is `javascript:` and an HTML page whose canonical link is, both
+    titled with markup and a newline, ingested by the real CLI and served by the real reference server."""
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("upload")
+    xml_title = TITLE.replace("\x1b", "").replace("\x07", "")  # XML 1.0 cannot carry those two
+    (folder / "zwaluw.odt").write_bytes(_odt(xml_title, "javascript:alert(1)", PASSAGE))
+    (folder / "zwaluwpagina.html").write_text(
+        '<!DOCTYPE html><html lang="nl"><head><title>[klik hier](javascript:alert(4)) &lt;img src=x '
+        'onerror=alert(5)&gt; # Gekaapt</title><link rel="canonical" href="javascript:alert(6)"></head><body>'
+        f"<h1>Zwaluwpagina</h1><p>{PASSAGE.replace('2033', '2034')}</p></body></html>", encoding="utf-8")
+    index = folder / "index.sqlite3"
+    done = subprocess.run([sys.executable, "-m", "docserver", "ingest", str(folder), "--collection", "anvs",
+                           "--quiet"], capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "DOCSERVER_INDEX": str(index)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    empty = folder / "corpus"
+    empty.mkdir()
+    (empty / "collections.json").write_text(json.dumps([{"name": "anvs", "display_name": "ANVS", "focus": "x"}]),
+                                            encoding="utf-8")
+    with ServerThread(create_docserver(empty, index_path=index)) as server:
+        yield server.base_url + "/mcp"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_ingested_odt_and_html_links_never_reach_the_answer(service: ServiceFactory, ingested_docserver: str,
+                                                            stream: bool) -> None:
+    base = service(mcp_server_url=ingested_docserver)
+    content, payloads = _ask(base, stream)
+    assert "zwaluwstaartvergunning" in content.lower(), content
+    _check(content, payloads)
+    response = httpx.post(base + "/v1/search", json={"query": "zwaluwstaartvergunning Borssele"}, timeout=30)
+    hits = response.json()["data"]
+    assert len({h["id"].split("#")[0] for h in hits}) == 2, hits  # both files were found
+    _check_json(hits)
+    assert all("\n" not in h["title"] for h in hits)
