@@ -126,6 +126,8 @@ class ChunkRenderer:
             self.final_status = neutralize(plain(event.text))
             return []
         if isinstance(event, SourceFound):
+            # `Evidence` made these safe already; a source replayed from the cache may have been recorded before
+            # (a Redis cache outlives a deploy by up to CACHE_TTL_S), so what goes out is made safe here too
             event = replace(event, title=plain(event.title), url=safe_url(event.url),
                             evidence_id=plain(event.evidence_id))
             self.sources.append(event)

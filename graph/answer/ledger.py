@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from graph.answer import messages
 from graph.models import Evidence, Fact, Language
-from textkit.untrusted import markdown_text, safe_url
+from textkit.untrusted import markdown_text
 
 _WORDS = re.compile(r"\w+")
 NEAR_DUPLICATE = 0.8  # word-set overlap (Jaccard) from which a document's text repeats an earlier one's
@@ -201,7 +201,7 @@ class Ledger:
                 meta.append(str(e.year))
             if e.summary and mark.lower() not in label.lower():  # "Kernenergiewet (samenvatting)" says it already
                 meta.append(mark)
-            link = f" — {url}" if (url := safe_url(e.url)) else ""
+            link = f" — {e.url}" if e.url else ""  # an http(s) link or none (`Evidence` validates it)
             lines.append(f"{n}. {label} ({', '.join(meta)}){link}")
         return "\n".join(lines)
 
