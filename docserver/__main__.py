@@ -67,9 +67,11 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
         prog="python -m docserver ingest",
         description="Add files to the persisted index: PDF, DOCX, ODT, HTML, BWB law XML and official-publication "
         "XML (wetten.overheid.nl, officielebekendmakingen.nl), Markdown (including wetten.overheid.nl-style law "
-        "texts) and plain text, recognised by their content. Directories are searched recursively. Re-ingesting "
-        "a file replaces it; a file stored before with the same name and content (sha256) is skipped as "
-        "unchanged. A file that cannot be read is reported with the reason; the others are stored.",
+        "texts) and plain text, recognised by their content. Directories are searched recursively; a file's doc_id is "
+        "its path relative to the directory given, each part slugged (2023/bijlage-1-pdf), or the slug of its name "
+        "when named directly. Re-ingesting a file replaces it; a file stored before from the same path with the "
+        "same content (sha256) is skipped as unchanged. A copy of each file read is kept beside the index (files/) "
+        "for the service to serve. A file that cannot be read is reported with the reason; the others are stored.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     parser.add_argument("--collection", required=True, help="collection to add the documents to, e.g. wetten_overheid")

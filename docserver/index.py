@@ -19,12 +19,11 @@ also looks for the corpus compounds that contain it ("dosislimieten"), at
 so the same corpus always gives the same splits.
 """
 
+import hashlib
 import heapq
 import logging
-import math
 import re
-from array import array
-from bisect import bisect_left, insort
+from bisect import insort
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,9 +31,10 @@ from pathlib import Path
 
 from textkit import analyze, stems, tokenize
 
+from .bm25 import BM25, Term
 from .compounds import Decompounder
 from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, load_collections, load_corpus
-from .store import IndexVersion, load_snapshot, resolve_index_path
+from .store import IndexVersion, Snapshot, read_snapshot, resolve_index_path
 
 __all__ = ["HEADER_BOOST", "PART_WEIGHT", "Hit", "Index"]
 
@@ -44,8 +44,6 @@ logger = logging.getLogger("docserver")
 HEADER_BOOST = 3
 # A word found inside a compound counts this much (of one occurrence) in a chunk and in a query.
 PART_WEIGHT = 0.5
-
-Term = tuple[frozenset[str], float]  # the stems of one token and its weight
 
 # A query that names an article ("artikel 15a", "article 7") ranks the chunk *of* that article (ingested law
 # texts are chunked per article) above chunks that merely mention it, such as summaries quoting it.
@@ -112,6 +110,30 @@ def _best(
     return [(-negative, i) for negative, _, _, i in kept]
 
 
+def _fingerprint(documents: Iterable[Document]) -> str:
+    """A digest of what ``documents`` say (ids, titles, links, every chunk): it changes when any of that does."""
+    digest = hashlib.sha256()
+    for d in sorted(documents, key=lambda d: d.doc_id):
+        digest.update(repr((d.doc_id, d.title, d.year, d.url, d.kind, d.language, d.disclaimer, d.chunks)).encode())
+    return digest.hexdigest()[:12]
+
+
+def _versions(collections: Iterable[Collection], corpus: Iterable[Document], snapshot: Snapshot) -> dict[str, str]:
+    """Each collection's version: the index file's counter for it (``schema.collection_versions``; the file's
+    generation when code from before the counters wrote its documents), then a digest of its corpus documents."""
+    from_corpus: dict[str, list[Document]] = defaultdict(list)
+    for doc in corpus:
+        from_corpus[doc.collection].append(doc)
+    in_file = {doc.collection for doc in snapshot.documents}
+    generation = snapshot.version.generation if snapshot.version is not None else 0
+    versions = {}
+    for name in (c.name for c in collections):
+        counted = snapshot.versions.get(name) or (f"g{generation}" if name in in_file else None)
+        parts = [counted, "c" + _fingerprint(from_corpus[name]) if name in from_corpus else None]
+        versions[name] = "+".join(p for p in parts if p) or "c" + _fingerprint(())
+    return versions
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     document: Document
@@ -119,120 +141,6 @@ class Hit:
     score: float  # raw BM25 score
     relevance: float  # score / best score of the same query, 0..1, 4 decimals
     matched_terms: float = 0.0  # share of the distinct query tokens found in the chunk, 0..1, 3 decimals
-
-
-class _BM25:
-    """Okapi BM25 over per-chunk term frequencies (stem -> weighted count); ``lengths`` count whole tokens.
-
-    A stem's postings are two parallel arrays (chunk slots ascending, term frequencies): about 12 bytes a posting
-    instead of a tuple and a float object each (~80), which at 20,000 chunks is most of the index's memory.
-    ``updated`` gives a model with some chunks gone and some added without touching this one, so a server can
-    keep searching it meanwhile; a removed chunk leaves an empty slot (length None) until the next full build."""
-
-    def __init__(self, k1: float, b: float) -> None:
-        self.k1, self.b = k1, b
-        self.lengths: list[int | None] = []
-        self.live = self.total = 0  # chunks in the model, and the sum of their lengths
-        self.postings: dict[str, tuple[array[int], array[float]]] = {}
-        self.avgdl, self.norms, self.idf = 1.0, [0.0], {}
-
-    @classmethod
-    def build(cls, frequencies: Iterable[dict[str, float]], lengths: Sequence[int], k1: float, b: float) -> "_BM25":
-        bm25 = cls(k1, b)
-        bm25._add(frequencies, lengths, None)
-        bm25._finish()
-        return bm25
-
-    def updated(
-        self, removed: dict[int, Iterable[str]], frequencies: Iterable[dict[str, float]], lengths: Sequence[int]
-    ) -> "_BM25":
-        """A copy without the chunks of ``removed`` (slot -> its stems) and with new chunks in slots after the
-        last; only the postings of the stems concerned are copied."""
-        new = _BM25(self.k1, self.b)
-        new.lengths, new.live, new.total = list(self.lengths), self.live, self.total
-        new.postings = dict(self.postings)
-        by_stem: dict[str, set[int]] = defaultdict(set)
-        for slot, slot_stems in removed.items():
-            new.total -= new.lengths[slot] or 0
-            new.live -= 1
-            new.lengths[slot] = None
-            for stem in slot_stems:
-                by_stem[stem].add(slot)
-        for stem, slots in by_stem.items():
-            ids, tfs = new.postings[stem]
-            kept = [k for k, i in enumerate(ids) if i not in slots]
-            if kept:
-                new.postings[stem] = (array("I", [ids[k] for k in kept]), array("d", [tfs[k] for k in kept]))
-            else:
-                del new.postings[stem]
-        new._add(frequencies, lengths, set(by_stem))
-        new._finish()
-        return new
-
-    def _add(self, frequencies: Iterable[dict[str, float]], lengths: Sequence[int], owned: set[str] | None) -> None:
-        """Appends chunks; a posting not in ``owned`` (None: all are) is another model's and is copied first."""
-        for counts, length in zip(frequencies, lengths, strict=True):
-            i = len(self.lengths)
-            self.lengths.append(length)
-            self.live, self.total = self.live + 1, self.total + length
-            for stem, tf in counts.items():
-                posting = self.postings.get(stem)
-                if posting is None or (owned is not None and stem not in owned):
-                    posting = (array("I"), array("d")) if posting is None else (array("I", posting[0]),
-                                                                                 array("d", posting[1]))
-                    self.postings[stem] = posting
-                    if owned is not None:
-                        owned.add(stem)
-                posting[0].append(i)
-                posting[1].append(tf)
-
-    def _finish(self) -> None:
-        """The statistics over the chunks present: average length, each chunk's length normalisation (as the
-        scoring formula computes it, precomputed: the same floats), and the IDF of every stem."""
-        k1, b = self.k1, self.b
-        self.avgdl = avgdl = (self.total / self.live if self.live else 0.0) or 1.0
-        self.norms = [k1 * (1 - b + b * length / avgdl) if length is not None else 0.0 for length in self.lengths]
-        n = self.live
-        # Lucene-style IDF: always positive, even for terms in most chunks.
-        self.idf = {t: math.log(1 + (n - len(p[0]) + 0.5) / (len(p[0]) + 0.5)) for t, p in self.postings.items()}
-
-    def scores(self, query: Iterable[Term]) -> list[float]:
-        """Score per chunk slot, 0.0 where nothing matched (every match scores above 0); a query term counts once,
-        via its best-matching stem, times its weight.  A list indexed by slot: cheaper than a dict when thousands
-        of chunks match."""
-        total = [0.0] * len(self.norms)
-        k1p, norms = self.k1 + 1, self.norms
-        for token_stems, weight in query:
-            matched = [(self.idf[stem], self.postings[stem]) for stem in sorted(token_stems) if stem in self.idf]
-            if len(matched) == 1:  # one stem: its score is the best one
-                idf, (ids, tfs) = matched[0]
-                if weight == 1.0:  # the same floats without the multiplication
-                    for i, tf in zip(ids, tfs, strict=True):
-                        total[i] += idf * tf * k1p / (tf + norms[i])
-                else:
-                    for i, tf in zip(ids, tfs, strict=True):
-                        total[i] += weight * (idf * tf * k1p / (tf + norms[i]))
-                continue
-            best: dict[int, float] = {}
-            for idf, (ids, tfs) in matched:
-                for i, tf in zip(ids, tfs, strict=True):
-                    score = idf * tf * k1p / (tf + norms[i])
-                    if score > best.get(i, 0.0):
-                        best[i] = score
-            for i, score in best.items():
-                total[i] += weight * score
-        return total
-
-    def contains(self, token_stems: frozenset[str], i: int) -> bool:
-        """Whether stream ``i`` contains any of ``token_stems`` (a binary search in each stem's postings)."""
-        for stem in token_stems:
-            posting = self.postings.get(stem)
-            if posting is not None:
-                ids = posting[0]
-                at = bisect_left(ids, i)
-                if at < len(ids) and ids[at] == i:
-                    return True
-        return False
 
 
 class Index:
@@ -253,6 +161,10 @@ class Index:
         self._collections = {c.name: c for c in collections}
         # The version of the index file the documents were read from (``Index.load``); None: no file.
         self.source_version: IndexVersion | None = None
+        # Per collection, a string that changes whenever what it holds changes (``version``), and the original file
+        # of each document read from one (by collection and doc_id): both from the index file (``Index.load``).
+        self.versions: dict[str, str] = {}
+        self.file_ids: dict[tuple[str, str], str] = {}
         self._documents: dict[str, dict[str, Document]] = {name: {} for name in self._collections}
         for doc in sorted(documents, key=lambda d: (d.collection, d.doc_id)):
             if doc.collection not in self._collections:
@@ -274,7 +186,7 @@ class Index:
         self._weighted: dict[str, list[tuple[str, float]]] = {}  # per distinct token: its stems and its parts'
         self._chunks: dict[str, list[tuple[Document, Chunk] | None]] = {}
         self._slots: dict[str, dict[str, list[int]]] = {}  # per collection and doc_id: its chunks' slots
-        self._bm25: dict[str, _BM25] = {}
+        self._bm25: dict[str, BM25] = {}
         for name, docs in self._documents.items():
             self._chunks[name] = [(d, c) for d in docs.values() for c in d.chunks]
             self._slots[name] = {}
@@ -282,7 +194,7 @@ class Index:
                 self._slots[name].setdefault(d.doc_id, []).append(slot)
             frequencies = (self._frequencies(text, header) for text, header in tokens[name])
             lengths = [len(text) + len(header) * HEADER_BOOST for text, header in tokens[name]]
-            self._bm25[name] = _BM25.build(frequencies, lengths, k1, b)
+            self._bm25[name] = BM25.build(frequencies, lengths, k1, b)
         self._set_titles()
 
     def _set_titles(self) -> None:
@@ -364,7 +276,7 @@ class Index:
                     lengths.append(len(text) + len(header) * HEADER_BOOST)
             self._chunks[name], self._slots[name] = pairs, slots
             self._bm25[name] = (old_bm25.updated(removed, frequencies, lengths) if old_bm25 is not None
-                                else _BM25.build(frequencies, lengths, k1, b))
+                                else BM25.build(frequencies, lengths, k1, b))
         self._set_titles()
         return True
 
@@ -414,17 +326,23 @@ class Index:
         passes the index it serves as ``previous`` to index only what changed.
         """
         root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
-        documents = {(d.collection, d.doc_id): d for d in load_corpus(root)}
+        corpus = load_corpus(root)
+        documents = {(d.collection, d.doc_id): d for d in corpus}
         path = resolve_index_path(index_path)
-        version, persisted = load_snapshot(path)
-        for doc in persisted:
+        snapshot = read_snapshot(path)
+        for doc in snapshot.documents:
             if (doc.collection, doc.doc_id) in documents:
                 logger.warning("ingested %s/%s replaces the corpus document", doc.collection, doc.doc_id)
             documents[(doc.collection, doc.doc_id)] = doc
-        if persisted:
-            logger.info("%d ingested documents from %s", len(persisted), path)
-        index = cls(documents.values(), load_collections(root), previous=previous)
-        index.source_version = version
+        if snapshot.documents:
+            logger.info("%d ingested documents from %s", len(snapshot.documents), path)
+        described = load_collections(root)
+        created = [Collection(c.name, c.display_name) for c in snapshot.collections
+                   if c.name not in {d.name for d in described}]
+        index = cls(documents.values(), [*described, *created], previous=previous)
+        index.source_version = snapshot.version
+        index.file_ids = snapshot.file_ids
+        index.versions = _versions(index.collections, corpus, snapshot)
         return index
 
     @property
@@ -440,6 +358,17 @@ class Index:
 
     def document(self, collection: str, doc_id: str) -> Document | None:
         return self._documents.get(collection, {}).get(doc_id)
+
+    def file_id(self, collection: str, doc_id: str) -> str | None:
+        """The id of the original file the document was read from (``library.py``), if the library keeps one."""
+        return self.file_ids.get((collection, doc_id))
+
+    def version(self, collection: str) -> str:
+        """A string that changes whenever what ``collection`` holds changes: the index file's counter for it and a
+        digest of its corpus documents (``Index.load``); for an index built otherwise, a digest of its documents."""
+        if collection not in self.versions:
+            self.versions[collection] = "c" + _fingerprint(self.documents(collection))
+        return self.versions[collection]
 
     @property
     def chunk_count(self) -> int:
@@ -475,7 +404,7 @@ class Index:
         return {t: self._decompounder.compounds_with(t, extra) for t in tokens if not self._decompounder.known(t)}
 
     def _matched_terms(
-        self, bm25: _BM25, tokens: Sequence[str], compounds: dict[str, list[str]], hits: Sequence[int]
+        self, bm25: BM25, tokens: Sequence[str], compounds: dict[str, list[str]], hits: Sequence[int]
     ) -> dict[int, float]:
         """Per hit, the share of the (distinct) query tokens it contains: via any of their stems, a compound
         containing them, or (for a compound token) all of its parts."""

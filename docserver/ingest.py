@@ -4,7 +4,9 @@ The format is chosen by content (``docserver.formats``): PDF, DOCX, ODT, HTML, B
 XML are read by one reader each into units that carry their page, heading path or article, grouped here into
 chunks whose section names that place ("2.3 Scope, p. 6"); a BWB law goes through the same article chunking as a
 Markdown law text. A file that cannot be read is refused with its reason, and the others of the run are stored.
-A file stored before with the same name and bytes (sha256) is skipped without being read, unless forced.
+A document's doc_id comes from the file's path relative to the folder ingested (``ingest_files``); a file
+stored before from the same path with the same bytes (sha256) is skipped without being read, unless forced, and every
+document stored keeps a copy of its file's bytes (``originals.py``).
 Markdown and plain text are read here:
 
 * Dutch law texts as Markdown in the wetten.overheid.nl style (front matter
@@ -28,9 +30,9 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import BinaryIO
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from textkit import normalize
 from textkit.untrusted import plain, safe_url, terminal
@@ -38,7 +40,9 @@ from textkit.untrusted import plain, safe_url, terminal
 from . import formats, walk
 from .corpus import Chunk, Document, parse_document, split_front_matter
 from .formats import Extracted, Limits, Refused, Unit
-from .store import DocumentStore, SourceFile, StoredDocument, stored_sources
+from .formats.base import is_placeholder_title
+from .originals import Original, file_id_of, incoming_dir, write_copy
+from .store import DocumentStore, SourceFile, StoredDocument, resolve_index_path, stored_sources
 
 __all__ = [
     "ARTICLE_CHARS",
@@ -270,41 +274,96 @@ def _page_label(first: int | None, last: int | None) -> str | None:
     return f"p. {first}" if last is None else f"pp. {first}-{last}"
 
 
+_LEAD_CHARS = 80  # a line at most this long, without a sentence end, may be a heading set as plain text
+
+
+@dataclass(slots=True)
+class _Group:
+    """The units of one chunk while they are grouped: ``headings`` is the heading path of its text (not that of the
+    headings leading into it), ``size`` its length with two characters between units."""
+
+    headings: tuple[str, ...]
+    units: list[Unit]
+    size: int
+
+
+def _leads_into(unit: Unit, following: Unit) -> bool:
+    """Whether ``unit`` only introduces the text after it: a heading's own unit (its text is its heading, "5.4.11
+    PRESSURIZER RELIEF TANK"), or a short line that looks like a heading ("Vraag 1": a capital or digit first, no
+    sentence end, no table cells) above text under the same or a deeper heading path. Alone in a chunk it would be
+    a search hit that says nothing, so it goes into the chunk of the text it introduces."""
+    text = unit.text
+    if unit.headings and text == unit.headings[-1]:
+        return True
+    looks_like_heading = (text[:1].isupper() or text[:1].isdigit()) and not re.search(r"[.!?;:,]$", text)
+    return (looks_like_heading and len(text) <= _LEAD_CHARS and "\n" not in text and " | " not in text
+            and sum(c.isalpha() for c in text) >= 3 and following.headings[:len(unit.headings)] == unit.headings)
+
+
+def _place(groups: list[_Group], headings: tuple[str, ...], part: list[Unit]) -> None:
+    """``part`` (leading headings and one piece of text under ``headings``) at the end of the last group when that
+    holds text under the same headings and there is room, else as a new group."""
+    size = sum(len(u.text) + 2 for u in part)
+    last = groups[-1] if groups else None
+    if last is not None and last.headings == headings and last.size + size - 2 <= TEXT_CHARS:
+        last.units += part
+        last.size += size
+    else:
+        groups.append(_Group(headings, list(part), size))
+
+
+def _grouped(units: Iterable[Unit]) -> list[_Group]:
+    """Units in groups of at most ``TEXT_CHARS`` under one heading path (a long unit cut between sentences); units
+    that lead into the text after them (``_leads_into``) wait for it and go into its group. Headings that pile up
+    past half a chunk with no text (a page of contents) are a group of their own."""
+    listed = [replace(unit, text=unit.text.strip()) for unit in units if unit.text.strip()]
+    groups: list[_Group] = []
+    waiting: list[Unit] = []
+    for n, unit in enumerate(listed):
+        if n + 1 < len(listed) and _leads_into(unit, listed[n + 1]):
+            waiting.append(unit)
+            if sum(len(u.text) + 2 for u in waiting) > TEXT_CHARS // 2:
+                _place(groups, unit.headings, waiting)
+                waiting = []
+            continue
+        lead = sum(len(u.text) + 2 for u in waiting)
+        limit = TEXT_CHARS - lead if lead + len(unit.text) > TEXT_CHARS else TEXT_CHARS
+        for piece in _sentences_within(unit.text, limit):
+            _place(groups, unit.headings, [*waiting, replace(unit, text=piece)])
+            waiting = []
+    return groups
+
+
 def unit_chunks(units: Iterable[Unit], *, doc_id: str, collection: str, title: str, url: str | None,
                 language: str) -> tuple[Chunk, ...]:
-    """Units grouped into chunks of at most ``TEXT_CHARS``: a new heading path starts a new chunk, and a chunk's
-    section names its heading and its page(s) ("2.3 Scope, p. 6"; "pp. 6-7" when it runs over a page break)."""
-    groups: list[list[Unit]] = []
-    for unit in units:
-        for piece in _sentences_within(unit.text.strip(), TEXT_CHARS) if unit.text.strip() else []:
-            last = groups[-1] if groups else None
-            if last and last[-1].headings == unit.headings and \
-                    sum(len(u.text) + 2 for u in last) + len(piece) <= TEXT_CHARS:
-                last.append(replace(unit, text=piece))
-            else:
-                groups.append([replace(unit, text=piece)])
+    """Units grouped into chunks of at most ``TEXT_CHARS``: a new heading path starts a new chunk, a heading goes
+    into the chunk of the text under it (never a chunk alone, ``_grouped``), and a chunk's section names the heading
+    of its text and its page(s) ("2.3 Scope, p. 6"; "pp. 6-7" when it runs over a page break)."""
+    groups = _grouped(units)
     part_word = "deel" if language == "nl" else "part"
     chunks = []
     for i, group in enumerate(groups):
-        pages = sorted({u.page for u in group if u.page is not None})
+        pages = sorted({u.page for u in group.units if u.page is not None})
         page, page_end = (pages[0], pages[-1] if len(pages) > 1 else None) if pages else (None, None)
-        place = [p for p in (group[0].headings[-1] if group[0].headings else None, _page_label(page, page_end)) if p]
+        place = [p for p in (group.headings[-1] if group.headings else None, _page_label(page, page_end)) if p]
         section = ", ".join(place) or (f"{part_word} {i + 1}" if len(groups) > 1 else title)
         chunk_url = f"{url.split('#')[0]}#page={page}" if url and page else url
-        chunks.append(Chunk(doc_id, collection, i, title, section, "\n\n".join(u.text for u in group), chunk_url,
-                            page, page_end))
+        chunks.append(Chunk(doc_id, collection, i, title, section, "\n\n".join(u.text for u in group.units),
+                            chunk_url, page, page_end))
     return tuple(chunks)
 
 
 def extracted_document(extracted: Extracted, *, collection: str, default_id: str, default_title: str) -> Document:
-    """A file read by a format reader (`docserver.formats`) as a chunked ``Document``."""
+    """A file read by a format reader (`docserver.formats`) as a chunked ``Document``, titled ``default_title``
+    (the file's name made readable, ``_readable_name``) when the file states no title or only a placeholder
+    ("Microsoft Word - x.doc", "Untitled": ``is_placeholder_title``)."""
     meta = {k: v for k, v in extracted.metadata.items() if v}
     if extracted.format == "bwb":
         language = extracted.language or "nl"
         h1 = extracted.title
         return law_document(meta, h1, law_blocks(extracted.units), collection=collection, default_id=default_id,
                             language=language)
-    title = extracted.title or default_title
+    title = extracted.title if extracted.title and not is_placeholder_title(extracted.title) else default_title
     stated = (extracted.language or "")[:2].lower()  # "nl-NL" from an HTML lang attribute is Dutch
     language = stated if stated in ("nl", "en") else detect_language("\n".join(u.text for u in extracted.units))
     url = meta.get("url") or meta.get("bron") or None
@@ -354,7 +413,7 @@ def parse_bytes(kind: str, data: bytes, path: Path, collection: str, limits: Lim
     (law texts, corpus-style) and plain text here; stored ``as_plain``. Raises ``Refused`` with the reason when the
     file is not indexed."""
     if kind == "text":
-        doc = parse_text(_text(data), collection=collection, title=path.stem, doc_id=slug(path.stem))
+        doc = parse_text(_text(data), collection=collection, title=_readable_name(path), doc_id=slug(path.stem))
     elif kind == "markdown":
         source = _text(data)
         meta, body = split_front_matter(source)
@@ -365,8 +424,16 @@ def parse_bytes(kind: str, data: bytes, path: Path, collection: str, limits: Lim
             doc = doc if doc.language else replace(doc, language=detect_language(body))
     else:  # the suffix is part of the id: the same paper as PDF and as HTML are two documents, each with a stable id
         doc = extracted_document(formats.extract(kind, data, limits or Limits()), collection=collection,
-                                 default_id=slug(path.name), default_title=path.stem)
+                                 default_id=slug(path.name), default_title=_readable_name(path))
     return as_plain(doc, markdown=kind == "markdown")
+
+
+def _readable_name(path: Path) -> str:
+    """A file's name as the title of a document that states none: "Kamerbrief_over-draagmoederschap_2011.pdf" ->
+    "Kamerbrief over draagmoederschap 2011". The suffix, %-escapes, underscores and hyphens between words go (they
+    stand for spaces a file name cannot have); a hyphen between digits ("2011-03-01", "32545-143") stays."""
+    words = re.sub(r"(?<!\d)-+|-+(?!\d)", " ", unquote(path.stem).replace("_", " "))
+    return " ".join(words.split()) or path.stem
 
 
 def _text(data: bytes) -> str:
@@ -466,20 +533,28 @@ def ingest_files(
 ) -> Report:
     """Parse ``paths`` into ``collection`` and store every file that could be read; the others are reported.
 
+    A document's doc_id comes from the file's path relative to the folder given ("2023/bijlage-1-pdf": each part
+    slugged, ``_named_id``), or from its name as before when it was named directly or lies at the top of the folder
+    ("notitie" for notitie.txt), unless the document names itself (front
+    matter ``doc_id:``, a law's BWB id): so ``Bijlage 1.pdf`` in two folders are two documents, and only two files
+    named directly with the same name (or naming themselves alike) are refused as giving one doc_id.
     Re-ingesting a file replaces its document (same collection and doc_id). A file the index holds unchanged (a
-    document of ``collection`` stored from a file of the same name and sha256, see ``stored_sources``) is skipped
-    without being read, unless ``force``. ``progress`` shows a tqdm bar counting the files on stderr, with the
+    document of ``collection`` stored from a file of the same path and sha256, see ``stored_sources``) is skipped
+    without being read, unless ``force``. Each document stored keeps a copy of its file's bytes beside the index
+    file (``originals.py``: the service serves and links it) under a file id from its sha256.
+    ``progress`` shows a tqdm bar counting the files on stderr, with the
     PDF pages read so far (only when stderr is a terminal); ``on_file(path, outcome)`` hears of each file as it
     is done: the document stored, the file skipped, or the failure. ``base_url``: where the files are published
-    (an intranet folder); a document without a URL of its own gets ``base_url/<file name>``, its PDF chunks
+    (an intranet folder); a document without a URL of its own gets ``base_url/<its path>``, its PDF chunks
     ``...#page=N``. Only regular files inside ``paths`` are read (``docserver/walk.py``; symbolic links only with
     ``follow_symlinks``, and then only inside the folders given); the others are refused by name, with the reason.
     """
     if not COLLECTION_NAME.match(collection):
         raise ValueError(f"invalid collection name {collection!r}")
     files, passed = walk.discover(paths, wanted=_wanted, follow_symlinks=follow_symlinks)
+    names = _relative_names(paths, files)
     stored = {} if force else stored_sources(index_path, collection)
-    parsed: dict[str, tuple[Document, SourceFile]] = {}
+    parsed: dict[str, _Read] = {}
     seen: dict[str, Path] = {}  # doc_id -> the file of this run it comes from
     report = Report()
     for not_read in passed:
@@ -487,28 +562,31 @@ def ingest_files(
         if on_file is not None:
             on_file(not_read.path, report.failures[-1])
     pages = 0
-    with _progress_bar(len(files), collection, progress) as bar:
-        for found in files:
-            file = found.path
-            outcome = _ingest_one(found, collection, limits or Limits(), stored, seen, base_url)
-            if isinstance(outcome, Failure):
-                report.failures.append(outcome)
-            elif isinstance(outcome, Skipped):
-                report.skipped.append(outcome)
-                seen[outcome.doc_id] = file
-            else:
-                document, _ = outcome
-                parsed[document.doc_id] = outcome
-                seen[document.doc_id] = file
-                pages += _page_count(document)
-            if on_file is not None:
-                on_file(file, outcome[0] if isinstance(outcome, tuple) else outcome)
-            bar.set_postfix(pages=pages, refresh=False)
-            bar.update()
-    if parsed:
-        with DocumentStore(index_path) as store:
-            store.save(parsed.values())
-    report.documents = [doc for doc, _ in parsed.values()]
+    run = _Run(collection, limits or Limits(), stored, seen, base_url, incoming_dir(resolve_index_path(index_path)))
+    try:
+        with _progress_bar(len(files), collection, progress) as bar:
+            for found in files:
+                outcome = _ingest_one(found, names[found.path], run)
+                if isinstance(outcome, Failure):
+                    report.failures.append(outcome)
+                elif isinstance(outcome, Skipped):
+                    report.skipped.append(outcome)
+                    seen[outcome.doc_id] = found.path
+                else:
+                    parsed[outcome.document.doc_id] = outcome
+                    seen[outcome.document.doc_id] = found.path
+                    pages += _page_count(outcome.document)
+                if on_file is not None:
+                    on_file(found.path, outcome.document if isinstance(outcome, _Read) else outcome)
+                bar.set_postfix(pages=pages, refresh=False)
+                bar.update()
+        if parsed:
+            with DocumentStore(index_path) as store:
+                store.save([(r.document, r.source) for r in parsed.values()], [r.original for r in parsed.values()])
+    finally:  # the copies not moved among the originals (the save failed, or never came)
+        for read in parsed.values():
+            read.original.copy.unlink(missing_ok=True)
+    report.documents = [r.document for r in parsed.values()]
     return report
 
 
@@ -528,38 +606,100 @@ def _page_count(document: Document) -> int:
     return int(pages) if document.metadata.get("format") == "pdf" and pages.isdigit() else 0
 
 
-def _ingest_one(
-    found: walk.Found,
-    collection: str,
-    limits: Limits,
-    stored: Mapping[tuple[str, str], StoredDocument],
-    seen: Mapping[str, Path],
-    base_url: str | None = None,
-) -> tuple[Document, SourceFile] | Skipped | Failure:
-    """One file of a run: skipped when ``stored`` holds it unchanged, else parsed; refused when it cannot be
-    read, holds no text, or gives the doc_id of another file of the run (``seen``). The file is hashed and read
-    through one descriptor (``walk.opened``): what is read is what was checked."""
-    outcome: tuple[Document, SourceFile] | Skipped
+def _relative_names(paths: Sequence[Path | str], files: Iterable[walk.Found]) -> dict[Path, str]:
+    """Per file found, the path its doc_id comes from: relative to the outermost folder given that holds it
+    ("2023/Bijlage 1.pdf"), else (a file named directly) its name."""
+    folders = sorted((Path(p) for p in paths if Path(p).is_dir()), key=lambda folder: len(folder.parts))
+    names = {}
+    for found in files:
+        root = next((f for f in folders if found.path != f and found.path.is_relative_to(f)), None)
+        names[found.path] = found.path.relative_to(root).as_posix() if root is not None else found.path.name
+    return names
+
+
+def _named_id(doc: Document, name: str, kind: str, data: bytes) -> str:
+    """The doc_id of ``doc``, read (as format ``kind``, from ``data``) from the file at ``name``
+    (``_relative_names``): for a file in a sub-folder each part of that path slugged ("2023/bijlage-1-pdf",
+    "2023/notitie-txt"), else the id the reader took from the file's name, as before folders counted ("notitie");
+    an id the document gives itself (front matter ``doc_id:``, a law's BWB id) as it is."""
+    *folders, file = PurePosixPath(name).parts
+    from_name = doc.doc_id in (slug(PurePosixPath(file).stem), slug(file))
+    if not folders or not from_name or (kind == "markdown" and split_front_matter(_text(data))[0].get("doc_id")):
+        return doc.doc_id
+    return "/".join(map(slug, [*folders, file]))
+
+
+def with_id(doc: Document, doc_id: str) -> Document:
+    """``doc`` and its chunks under another doc_id."""
+    if doc_id == doc.doc_id:
+        return doc
+    return replace(doc, doc_id=doc_id, chunks=tuple(replace(c, doc_id=doc_id) for c in doc.chunks))
+
+
+def read_file(stream: BinaryIO, path: Path, collection: str, limits: Limits) -> tuple[Document, str, bytes]:
+    """The open file ``path`` as an ingest reads every file, with its format and bytes: ``load`` (size, ZIP end
+    records, sniffing), then ``parse_bytes``; ``Refused`` with the reason when it is not indexed, also when it
+    holds no text to index."""
+    kind, data = load(stream, path, limits)
+    doc = parse_bytes(kind, data, path, collection, limits)
+    if not doc.chunks:
+        raise Refused("no text to index")
+    return doc, kind, data
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """What every file of one ingest run is read with: ``stored`` the documents it may skip as unchanged, ``seen``
+    the doc_ids the run gave so far (and the files they came from), ``incoming`` where the copies are written."""
+
+    collection: str
+    limits: Limits
+    stored: Mapping[tuple[str, str], StoredDocument]
+    seen: Mapping[str, Path]
+    base_url: str | None
+    incoming: Path
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """A file of a run read into its document, the source file to record and the copy of its bytes to keep."""
+
+    document: Document
+    source: SourceFile
+    original: Original
+
+
+def _ingest_one(found: walk.Found, name: str, run: _Run) -> _Read | Skipped | Failure:
+    """One file of a run, at ``name`` (``_relative_names``): skipped when ``run.stored`` holds it unchanged, else
+    parsed; refused when it cannot be read, holds no text, changed while it was read, or gives the doc_id of
+    another file of the run (``run.seen``). The file is hashed and read through one descriptor (``walk.opened``):
+    what is read is what was checked, and what is kept (``originals.write_copy``) is what was read."""
     file = found.path
     try:
         with walk.opened(found) as stream:
             sha256 = file_sha256(stream)
-            unchanged = stored.get((file.name, sha256))
-            kind, data = ("", b"") if unchanged is not None else load(stream, file, limits)
-        if unchanged is not None:
-            doc_id, outcome = unchanged.doc_id, Skipped(file, unchanged.doc_id, unchanged.chunks)
-        else:
-            doc = parse_bytes(kind, data, file, collection, limits)
-            if not doc.chunks:
-                raise Refused("no text to index")
-            if base_url and not doc.url:
-                doc = published_at(doc, f"{base_url.rstrip('/')}/{quote(file.name)}")
-            doc_id, outcome = doc.doc_id, (doc, SourceFile(os.path.abspath(file), sha256))
-        if doc_id in seen:
-            raise Refused(f"doc_id {doc_id!r} also comes from {seen[doc_id].resolve()}")
+            unchanged = run.stored.get((name, sha256))
+            if unchanged is not None:
+                _check_unseen(unchanged.doc_id, run)
+                return Skipped(file, unchanged.doc_id, unchanged.chunks)
+            doc, kind, data = read_file(stream, file, run.collection, run.limits)
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise Refused("the file changed while it was read: not read")
+        doc = with_id(doc, _named_id(doc, name, kind, data))
+        if run.base_url and not doc.url:
+            doc = published_at(doc, f"{run.base_url.rstrip('/')}/{quote(name)}")
+        _check_unseen(doc.doc_id, run)
+        file_id = file_id_of(sha256)
+        original = Original(file_id, write_copy(data, run.incoming), plain(file.name) or file_id, len(data), sha256)
     except (OSError, ValueError) as exc:  # Refused is a ValueError; OSError: unreadable file
         return Failure(file, str(exc) or type(exc).__name__)
-    return outcome
+    return _Read(doc, SourceFile(os.path.abspath(file), sha256, name, file_id), original)
+
+
+def _check_unseen(doc_id: str, run: _Run) -> None:
+    """``Refused`` when another file of the run gave ``doc_id`` already."""
+    if doc_id in run.seen:
+        raise Refused(f"doc_id {doc_id!r} also comes from {run.seen[doc_id].resolve()}")
 
 
 def ingest(

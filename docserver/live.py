@@ -1,7 +1,8 @@
 """A running server answers from the documents ingested into its index file, without a restart.
 
-``python -m docserver ingest`` is another process writing the SQLite file (``store.py``) that a
-server read at start-up.  Every save bumps a generation counter in that file, so tool calls look
+``python -m docserver ingest`` (or the service's library, ``library.py``) is another process writing the SQLite
+file (``store.py``) that a server read at start-up.  Every change to what a collection holds (a save, a removal, a
+collection created or deleted) bumps a generation counter in that file, so tool calls look
 at the file's version (a stat and one tiny query) at most every ``CHECK_INTERVAL_S`` seconds.  When
 it changed, the documents are read again (bundled corpus plus the file) and a new index is made from
 the one served (``Index.load(previous=...)``): only the documents added, changed or removed are

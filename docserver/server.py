@@ -9,6 +9,13 @@ production server: the NEO NL client talks to either with the same code.
   (``metadata.score`` and ``metadata.matched_terms`` are additions of this server)
 * ``read_document(doc_id, collection, query=None)`` -> the document text
   (with ``query``: only its most relevant sections, plus the sources resource)
+* ``list_collections()`` -> one TextContent of JSON describing every collection (an addition of this server: a
+  client uses it when ``tools/list`` shows it): name, display name, focus, counts, a ``version`` that changes
+  whenever what the collection holds changes, up to 12 titles and headings, its main language
+
+Also additions of this server: the sources resource says the searched collection's ``collection_version``, and a
+source whose document was read from a file the library keeps carries ``metadata.file_id`` (the service serves the
+original at ``/v1/files/{file_id}/content``).
 
 Works with mcp 2.x (``MCPServer``) and mcp 1.x (``FastMCP``); the differences
 live in ``_streamable_http_app``.
@@ -20,6 +27,8 @@ import json
 import logging
 import os
 import re
+import weakref
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +41,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
-from .corpus import Chunk, Document
+from .corpus import Chunk, Collection, Document
 from .index import Hit, Index
 from .live import LiveIndex
 
@@ -54,7 +63,9 @@ __all__ = [
     "SDKServer",
     "build_server",
     "chunk_text",
+    "collection_summary",
     "create_app",
+    "format_collections",
     "format_document",
     "format_document_list",
     "transport_security",
@@ -68,6 +79,7 @@ TOKEN_ENV = "DOCSERVER_TOKEN"  # the standalone server's bearer token; unset or 
 SOURCES_URI = "neo-nl://sources"
 SEARCH_LIMIT = 10
 LIST_LIMIT = 5
+SUMMARY_ITEMS = 12  # titles and headings per collection in list_collections
 READ_SECTIONS = 3
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _HAS_PORT = re.compile(r"(^[^:\[\]]+|\])(:(\d+|\*))$")  # "host:80", "[::1]:*"
@@ -93,7 +105,7 @@ def chunk_text(chunk: Chunk) -> str:
     return f"[{header}]\n{chunk.text}"
 
 
-def _source(hit: Hit) -> dict[str, Any]:
+def _source(hit: Hit, file_id: str | None = None) -> dict[str, Any]:
     document, chunk = hit.document, hit.chunk
     return {
         "fileName": document.title,
@@ -114,13 +126,19 @@ def _source(hit: Hit) -> dict[str, Any]:
             # Raw BM25 score and query-term coverage: lets a client decline what the corpus cannot answer.
             "score": round(hit.score, 4),
             "matched_terms": hit.matched_terms,
+            # the original file the document was read from, kept by the library (served by the service)
+            **({"file_id": file_id} if file_id else {}),
         },
         "chunk_content": chunk_text(chunk),
     }
 
 
-def _sources_resource(hits: Sequence[Hit]) -> EmbeddedResource:
-    payload = {"fileCitations": True, "sources": [_source(h) for h in hits]}
+def _sources_resource(hits: Sequence[Hit], index: Index, collection: str) -> EmbeddedResource:
+    payload = {
+        "fileCitations": True,
+        "collection_version": index.version(collection),
+        "sources": [_source(h, index.file_id(h.document.collection, h.document.doc_id)) for h in hits],
+    }
     return EmbeddedResource(
         type="resource",
         resource=TextResourceContents(
@@ -158,6 +176,47 @@ def format_document_list(index: Index, query: str) -> str:
                 lines.append(f"   - Year: {doc.year}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) if blocks else f"No documents found for query '{query}'."
+
+
+_PAGE_LABEL = re.compile(r"(?:,\s*)?\bpp?\.\s*\d+(?:\s*-\s*\d+)?\s*$")  # "2.3 Scope, p. 6", "pp. 6-7"
+_PART_LABEL = re.compile(r"\s*\(?\b(?:deel|part)\s+\d+\)?\s*$", re.IGNORECASE)  # "part 2", "Artikel 3 (deel 2)"
+
+
+def _heading(section: str, title: str) -> str | None:
+    """A chunk's section as a heading of its document: without its page label and part number; None when nothing
+    else is left or it only repeats the document's title."""
+    heading = _PART_LABEL.sub("", _PAGE_LABEL.sub("", section)).strip()
+    return heading if heading and heading != title else None
+
+
+def collection_summary(index: Index, collection: Collection) -> dict[str, Any]:
+    """What ``list_collections`` says of one collection: its names and focus, counts, version, the first titles
+    (by doc_id), its most frequent section headings and the most common language of its documents."""
+    documents = index.documents(collection.name)
+    headings = Counter(h for d in documents for c in d.chunks if (h := _heading(c.section, d.title)))
+    languages = Counter(d.language for d in documents if d.language)
+    return {
+        "name": collection.name,
+        "display_name": collection.display_name,
+        "focus": collection.focus,
+        "documents": len(documents),
+        "chunks": sum(len(d.chunks) for d in documents),
+        "version": index.version(collection.name),
+        "titles": [d.title for d in documents[:SUMMARY_ITEMS]],
+        "headings": [heading for heading, _ in headings.most_common(SUMMARY_ITEMS)],
+        "language": languages.most_common(1)[0][0] if languages else None,
+    }
+
+
+_SUMMARIES: "weakref.WeakKeyDictionary[Index, str]" = weakref.WeakKeyDictionary()  # per index served: the JSON
+
+
+def format_collections(index: Index) -> str:
+    """The ``list_collections`` JSON of ``index``, worked out once per index (a reload makes a new one)."""
+    if index not in _SUMMARIES:
+        summaries = [collection_summary(index, c) for c in index.collections]
+        _SUMMARIES[index] = json.dumps({"collections": summaries}, ensure_ascii=False)
+    return _SUMMARIES[index]
 
 
 def format_document(document: Document, chunks: Sequence[Chunk]) -> str:
@@ -214,7 +273,15 @@ def build_server(
         if index.collection(collection) is None:
             return _unknown_collection(index, collection)
         hits = index.search(query, collection, limit=SEARCH_LIMIT)
-        return CallToolResult(content=[*(_text(chunk_text(h.chunk)) for h in hits), _sources_resource(hits)])
+        return CallToolResult(content=[*(_text(chunk_text(h.chunk)) for h in hits),
+                                       _sources_resource(hits, index, collection)])
+
+    @server.tool(name="list_collections")
+    async def list_collections() -> CallToolResult:
+        """List every collection with what it holds, as JSON: name, display name, focus, document and chunk
+        counts, a version that changes whenever its documents change, up to 12 titles and section headings, and
+        the most common language of its documents."""
+        return CallToolResult(content=[_text(format_collections(await live.current()))])
 
     if read_document:
         _add_read_document(server, live)
@@ -228,6 +295,7 @@ def build_server(
                 "documents": len(index.documents()),
                 "chunks": index.chunk_count,
                 "collections": [c.name for c in index.collections],
+                "versions": {c.name: index.version(c.name) for c in index.collections},
             }
         )
 
@@ -252,7 +320,7 @@ def _add_read_document(server: SDKServer, live: LiveIndex) -> None:
             hits = [Hit(document, document.chunks[0], 0.0, 0.0)]
         hits.sort(key=lambda h: h.chunk.chunk_index)
         text = format_document(document, [h.chunk for h in hits])
-        return CallToolResult(content=[_text(text), _sources_resource(hits)])
+        return CallToolResult(content=[_text(text), _sources_resource(hits, index, collection)])
 
 
 # --- HTTP app ----------------------------------------------------------------

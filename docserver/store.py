@@ -18,10 +18,14 @@ to date whenever a running server sees the file change (only the documents that 
 from, the sha256 of that file's bytes and when it was stored, so an ingest can skip a file it has stored
 unchanged (``stored_sources``) and ``python -m docserver list`` can say what is in the file (``list_stored``).
 
-Every save and every removal also bumps a generation counter (table ``meta``) in the same transaction, so a running
-server can tell cheaply that another process changed the file (``index_version``, ``live.py``).
-The table was added without a schema version change: files written before it work as generation 0,
-and code from before it reads (and writes) files that have it.
+Every save and every removal also bumps a generation counter and the counter of each collection it changed (table
+``meta``, see ``schema.py``) in the same transaction, so a running server can tell cheaply that another process
+changed the file (``index_version``, ``live.py``) and a client that one collection changed (``Snapshot.versions``).
+Files written before a table or column existed work (as generation 0, as NULL), and code from before it reads
+(and writes) files that have it.
+
+A document stored from a file records the original kept of that file's bytes (``file_id``, ``originals.py``): a
+save moves the copies an ingest made into place, and drops those no document uses any more, in its transaction.
 """
 
 import json
@@ -29,25 +33,31 @@ import os
 import sqlite3
 from collections.abc import Iterable, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from stat import S_ISREG
 
+from . import schema
 from .corpus import Chunk, Document
+from .originals import Original, drop_unused_originals, keep_originals, originals_dir
+from .schema import IndexSchemaError
 
 __all__ = [
     "INDEX_ENV",
     "DocumentStore",
     "IndexSchemaError",
     "IndexVersion",
+    "Snapshot",
     "SourceFile",
+    "StoredCollection",
     "StoredDocument",
     "default_index_path",
     "index_version",
     "list_stored",
     "load_documents",
     "load_snapshot",
+    "read_snapshot",
     "resolve_index_path",
     "stored_sources",
 ]
@@ -55,44 +65,6 @@ __all__ = [
 INDEX_ENV = "DOCSERVER_INDEX"
 INDEX_FILE = "docserver.sqlite3"
 PACKAGE_DIR = Path(__file__).resolve().parent
-SCHEMA_VERSION = 1
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS documents (
-    collection TEXT NOT NULL,
-    doc_id     TEXT NOT NULL,
-    title      TEXT NOT NULL,
-    year       INTEGER,
-    url        TEXT,
-    kind       TEXT,
-    language   TEXT,
-    disclaimer TEXT,
-    metadata   TEXT NOT NULL,  -- JSON object of strings (front matter)
-    source     TEXT,           -- the file it was ingested from
-    sha256     TEXT,           -- of that file's bytes
-    ingested_at TEXT,          -- when it was stored: UTC, ISO 8601
-    PRIMARY KEY (collection, doc_id)
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    collection  TEXT NOT NULL,
-    doc_id      TEXT NOT NULL,
-    chunk_index INTEGER NOT NULL,
-    title       TEXT NOT NULL,
-    section     TEXT NOT NULL,
-    text        TEXT NOT NULL,
-    url         TEXT,
-    page        INTEGER,  -- the page of a paged source (PDF) the chunk starts on
-    page_end    INTEGER,  -- the page it ends on, when that is another
-    PRIMARY KEY (collection, doc_id, chunk_index),
-    FOREIGN KEY (collection, doc_id) REFERENCES documents (collection, doc_id) ON DELETE CASCADE
-);
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value INTEGER NOT NULL  -- 'generation': bumped by every save and removal
-);
-"""
-_BUMP_GENERATION = (
-    "INSERT INTO meta (key, value) VALUES ('generation', 1) ON CONFLICT (key) DO UPDATE SET value = value + 1"
-)
 
 
 def default_index_path(package_dir: Path = PACKAGE_DIR) -> Path:
@@ -130,48 +102,10 @@ class IndexVersion:
     generation: int
 
 
-class IndexSchemaError(RuntimeError):
-    """The index file was written with another schema version."""
-
-
-def _check_version(connection: sqlite3.Connection, path: Path) -> None:
-    version = connection.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (0, SCHEMA_VERSION):
-        raise IndexSchemaError(
-            f"{path}: index schema version {version}, expected {SCHEMA_VERSION}; delete it and re-ingest"
-        )
-
-
-# Columns added after a table was first written: a file without them is read (as NULL) and, when written, migrated
-# (ALTER TABLE ... ADD COLUMN), so no index needs re-ingesting for them.
-_ADDED_COLUMNS = {
-    "chunks": {"page": "INTEGER", "page_end": "INTEGER"},
-    "documents": {"sha256": "TEXT", "ingested_at": "TEXT"},
-}
-
-
-def _columns(connection: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
-
-
-def _migrate(connection: sqlite3.Connection) -> None:
-    for table, added in _ADDED_COLUMNS.items():
-        present = _columns(connection, table)
-        for column, kind in added.items():
-            if column not in present:
-                connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
-
-
-def _select(connection: sqlite3.Connection, table: str, columns: str) -> str:
-    """The column list for a SELECT, NULL for a column added after this file was written."""
-    present = _columns(connection, table)
-    return ", ".join(c if c in present or c not in _ADDED_COLUMNS.get(table, {}) else "NULL"
-                     for c in (part.strip() for part in columns.split(",")))
-
-
 def _read(connection: sqlite3.Connection) -> list[Document]:
     chunks: dict[tuple[str, str], list[Chunk]] = {}
-    columns = _select(connection, "chunks", "doc_id, collection, chunk_index, title, section, text, url, page, page_end")
+    columns = schema.select(connection, "chunks",
+                            "doc_id, collection, chunk_index, title, section, text, url, page, page_end")
     for doc_id, collection, *fields in connection.execute(
         f"SELECT {columns} FROM chunks ORDER BY collection, doc_id, chunk_index"
     ):
@@ -200,15 +134,6 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
-def _generation(connection: sqlite3.Connection) -> int:
-    """The save counter; 0 for a file written before the ``meta`` table existed."""
-    has_meta = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-    if has_meta is None:
-        return 0
-    row = connection.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-    return int(row[0]) if row is not None else 0
-
-
 def _stat(path: Path) -> os.stat_result | None:
     """The file's stat, or None when there is no index file (nothing ingested yet)."""
     try:
@@ -230,27 +155,71 @@ def index_version(index_path: Path | str | None = None) -> IndexVersion | None:
     if stat is None:
         return None
     with closing(_connect_read_only(path)) as connection:
-        return _version(stat, _generation(connection))
+        return _version(stat, schema.generation(connection))
 
 
-def load_snapshot(index_path: Path | str | None = None) -> tuple[IndexVersion | None, list[Document]]:
-    """Every stored document and the version they are of: ``(None, [])`` when the file does not exist
-    (it is never created here).
+@dataclass(frozen=True, slots=True)
+class StoredCollection:
+    """A collection created in the library (table ``collections``): it exists before any document is in it."""
 
-    The file is stat-ed before the documents and the generation are read, in one read transaction:
-    a save that lands in between makes the version look older than the documents, which costs at
-    most one needless reload, never a missed one.
+    name: str
+    display_name: str
+    created_at: int  # unix seconds
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What an index file holds, read in one transaction: its version, every document, the collections created in
+    it, the version string of each collection it changed (``schema.collection_versions``) and the original file
+    each document was read from, by (collection, doc_id)."""
+
+    version: IndexVersion | None
+    documents: list[Document]
+    collections: list[StoredCollection] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    file_ids: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+def _created(connection: sqlite3.Connection) -> list[StoredCollection]:
+    if not schema.has_table(connection, "collections"):
+        return []
+    rows = connection.execute("SELECT name, display_name, created_at, metadata FROM collections ORDER BY name")
+    return [StoredCollection(name, display, created, json.loads(metadata)) for name, display, created, metadata in rows]
+
+
+def _file_ids(connection: sqlite3.Connection) -> dict[tuple[str, str], str]:
+    if "file_id" not in schema.columns(connection, "documents"):
+        return {}
+    rows = connection.execute("SELECT collection, doc_id, file_id FROM documents WHERE file_id IS NOT NULL")
+    return {(collection, doc_id): file_id for collection, doc_id, file_id in rows}
+
+
+def read_snapshot(index_path: Path | str | None = None) -> Snapshot:
+    """Everything a server serves from the index file (``Snapshot(None, [])`` when it does not exist: it is never
+    created here).
+
+    The file is stat-ed before the rest is read, in one read transaction: a save that lands in between makes the
+    version look older than the documents, which costs at most one needless reload, never a missed one.
     """
     path = resolve_index_path(index_path)
     stat = _stat(path)
     if stat is None:
-        return None, []
+        return Snapshot(None, [])
     with closing(_connect_read_only(path)) as connection:
-        _check_version(connection, path)
-        connection.execute("BEGIN")  # one snapshot for the generation and the documents
-        generation, documents = _generation(connection), _read(connection)
+        schema.check_version(connection, path)
+        connection.execute("BEGIN")  # one snapshot for the counters, the documents and the collections
+        snapshot = Snapshot(_version(stat, schema.generation(connection)), _read(connection), _created(connection),
+                            schema.collection_versions(connection), _file_ids(connection))
         connection.rollback()
-    return _version(stat, generation), documents
+    return snapshot
+
+
+def load_snapshot(index_path: Path | str | None = None) -> tuple[IndexVersion | None, list[Document]]:
+    """Every stored document and the version they are of: ``(None, [])`` when the file does not exist
+    (it is never created here)."""
+    snapshot = read_snapshot(index_path)
+    return snapshot.version, snapshot.documents
 
 
 def load_documents(index_path: Path | str | None = None) -> list[Document]:
@@ -261,10 +230,13 @@ def load_documents(index_path: Path | str | None = None) -> list[Document]:
 @dataclass(frozen=True, slots=True)
 class SourceFile:
     """The file a document was read from: its absolute path as named (a symlink not resolved: its name is what the
-    doc_id comes from) and the sha256 of its bytes (hex)."""
+    doc_id comes from), the sha256 of its bytes (hex), its path relative to the folder ingested (its name when named
+    directly; None: the name of ``path``) and the original kept of it (``files``), if any."""
 
     path: str
     sha256: str
+    name: str | None = None
+    file_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +244,8 @@ class StoredDocument:
     """What ``python -m docserver list`` shows of a stored document, without reading its chunks' text.
 
     ``source``, ``sha256`` and ``ingested_at`` are None for a document saved without a source file, and the last
-    two for one saved before those columns existed."""
+    two for one saved before those columns existed; ``name`` (the path the doc_id comes from) and ``file_id`` for
+    one saved before originals were kept."""
 
     collection: str
     doc_id: str
@@ -283,6 +256,8 @@ class StoredDocument:
     source: str | None
     sha256: str | None
     ingested_at: str | None
+    name: str | None = None
+    file_id: str | None = None
 
 
 def _pages(metadata: str) -> int | None:
@@ -292,7 +267,8 @@ def _pages(metadata: str) -> int | None:
 
 
 def _stored(connection: sqlite3.Connection, collection: str | None) -> list[StoredDocument]:
-    columns = _select(connection, "documents", "collection, doc_id, title, kind, metadata, source, sha256, ingested_at")
+    columns = schema.select(connection, "documents", "collection, doc_id, title, kind, metadata, source, sha256, "
+                            "ingested_at, source_name, file_id")
     rows = connection.execute(
         f"SELECT {columns}, (SELECT COUNT(*) FROM chunks c "
         "WHERE c.collection = documents.collection AND c.doc_id = documents.doc_id) "
@@ -300,8 +276,9 @@ def _stored(connection: sqlite3.Connection, collection: str | None) -> list[Stor
         (collection,),
     )
     return [
-        StoredDocument(name, doc_id, title, kind, _pages(metadata), chunks, source, sha256, ingested_at)
-        for name, doc_id, title, kind, metadata, source, sha256, ingested_at, chunks in rows
+        StoredDocument(name, doc_id, title, kind, _pages(metadata), chunks, source, sha256, ingested_at, relative,
+                       file_id)
+        for name, doc_id, title, kind, metadata, source, sha256, ingested_at, relative, file_id, chunks in rows
     ]
 
 
@@ -312,18 +289,21 @@ def list_stored(index_path: Path | str | None = None, collection: str | None = N
     if _stat(path) is None:
         return []
     with closing(_connect_read_only(path)) as connection:
-        _check_version(connection, path)
+        schema.check_version(connection, path)
         return _stored(connection, collection)
 
 
 def stored_sources(index_path: Path | str | None, collection: str) -> dict[tuple[str, str], StoredDocument]:
-    """The documents of ``collection`` stored with a content hash, by (file name, sha256) of their source file.
+    """The documents of ``collection`` stored with a content hash, by (name, sha256) of their source file, the name
+    being the file's path relative to the folder ingested ("2023/Bijlage 1.pdf"; its name when it was named
+    directly, and for a document stored before these paths were).
 
-    A document's doc_id and text follow from its file's name and bytes alone, so a file with the same name and
+    A document's doc_id and text follow from that path and its file's bytes alone, so a file with the same path and
     sha256 as a stored document's source would be read into that same document again (as long as the readers
     do not change: ``ingest --force`` re-reads).  ``{}`` when the index file does not exist (not created here).
     """
-    return {(Path(d.source).name, d.sha256): d for d in list_stored(index_path, collection) if d.source and d.sha256}
+    return {(d.name or Path(d.source).name, d.sha256): d for d in list_stored(index_path, collection)
+            if d.source and d.sha256}
 
 
 def _locate(connection: sqlite3.Connection, doc_ids: Sequence[str], collection: str | None) -> list[tuple[str, str]]:
@@ -353,65 +333,90 @@ def _locate(connection: sqlite3.Connection, doc_ids: Sequence[str], collection: 
     return keys
 
 
+def write_document(db: sqlite3.Connection, doc: Document, source: SourceFile | None, ingested_at: str) -> None:
+    """Store ``doc`` (replacing the document of its collection and doc_id) inside the caller's transaction.
+
+    A document that an ingest from before these paths stored from the same file under another doc_id (one read
+    from a folder's sub-folder then took the bare file name) is replaced too."""
+    db.execute("DELETE FROM documents WHERE collection = ? AND doc_id = ?", (doc.collection, doc.doc_id))
+    if source is not None and source.name is not None:
+        db.execute("DELETE FROM documents WHERE collection = ? AND source = ? AND source_name IS NULL "
+                   "AND file_id IS NULL", (doc.collection, source.path))
+    db.execute(
+        "INSERT INTO documents (collection, doc_id, title, year, url, kind, language, disclaimer, metadata, source, "
+        "sha256, ingested_at, file_id, source_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            doc.collection,
+            doc.doc_id,
+            doc.title,
+            doc.year,
+            doc.url,
+            doc.kind,
+            doc.language,
+            doc.disclaimer,
+            json.dumps(dict(doc.metadata), ensure_ascii=False, sort_keys=True),
+            source.path if source else None,
+            source.sha256 if source else None,
+            ingested_at,
+            source.file_id if source else None,
+            source.name if source else None,
+        ),
+    )
+    db.executemany(
+        "INSERT INTO chunks (collection, doc_id, chunk_index, title, section, text, url, page, page_end) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(c.collection, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end)
+         for c in doc.chunks],
+    )
+
+
+def _now() -> tuple[str, int]:
+    """The time of a save: as stored with a document (UTC, ISO 8601) and as unix seconds."""
+    now = datetime.now(UTC)
+    return now.isoformat(timespec="seconds"), int(now.timestamp())
+
+
 class DocumentStore:
     """Read-write access to the index file, created (with its folder) when missing."""
 
     def __init__(self, index_path: Path | str | None = None) -> None:
         self.path = resolve_index_path(index_path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path)
-        self._db.execute("PRAGMA foreign_keys = ON")
-        _check_version(self._db, self.path)
-        self._db.executescript(_SCHEMA)
-        _migrate(self._db)
-        self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        self._db.commit()
+        self.originals = originals_dir(self.path)
+        self._db = schema.connect(self.path)
+        schema.prepare(self._db, self.path)
 
-    def save(self, documents: Iterable[tuple[Document, SourceFile | None]]) -> None:
-        """Store ``(document, source file)`` pairs in one transaction, replacing earlier versions, and
-        bump the generation in the same transaction (running servers reload on it, see ``live.py``).
-        Each document is stamped with the time of this save (UTC)."""
-        ingested_at = datetime.now(UTC).isoformat(timespec="seconds")
+    def save(self, documents: Iterable[tuple[Document, SourceFile | None]], originals: Iterable[Original] = ()) -> None:
+        """Store ``(document, source file)`` pairs in one transaction, replacing earlier versions, keep the
+        ``originals`` of their files, and bump the generation and the counters of the collections concerned in the
+        same transaction (running servers reload on it, see ``live.py``).  Each document is stamped with the time
+        of this save (UTC).  An original no document uses any more (the file was edited) is dropped."""
+        ingested_at, created_at = _now()
+        pairs, originals = list(documents), list(originals)
+        if originals:
+            self.originals.mkdir(parents=True, exist_ok=True)
         with self._db as db:  # commits, or rolls back on an exception
-            db.execute(_BUMP_GENERATION)
-            for doc, source in documents:
-                db.execute("DELETE FROM documents WHERE collection = ? AND doc_id = ?", (doc.collection, doc.doc_id))
-                db.execute(
-                    "INSERT INTO documents (collection, doc_id, title, year, url, kind, language, disclaimer, "
-                    "metadata, source, sha256, ingested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        doc.collection,
-                        doc.doc_id,
-                        doc.title,
-                        doc.year,
-                        doc.url,
-                        doc.kind,
-                        doc.language,
-                        doc.disclaimer,
-                        json.dumps(dict(doc.metadata), ensure_ascii=False, sort_keys=True),
-                        source.path if source else None,
-                        source.sha256 if source else None,
-                        ingested_at,
-                    ),
-                )
-                db.executemany(
-                    "INSERT INTO chunks (collection, doc_id, chunk_index, title, section, text, url, page, page_end) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(c.collection, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end)
-                     for c in doc.chunks],
-                )
+            db.execute("BEGIN IMMEDIATE")
+            schema.bump(db, (doc.collection for doc, _ in pairs))
+            for doc, source in pairs:
+                write_document(db, doc, source, ingested_at)
+            keep_originals(db, self.originals, originals, created_at)
+            drop_unused_originals(db, self.originals)
 
     def remove(self, doc_ids: Sequence[str], collection: str | None = None) -> list[tuple[str, str]]:
         """Delete the documents ``doc_ids`` (of ``collection``, else of whichever collection holds each) with
-        their chunks, bumping the generation in the same transaction; the (collection, doc_id) pairs removed.
+        their chunks, bumping the generation and their collections' counters in the same transaction; the
+        (collection, doc_id) pairs removed.  The originals kept of their files go with them when no other document
+        uses them.
 
         All or nothing: ``ValueError`` naming every doc_id that is not stored, or (without ``collection``) that
         several collections hold, and then nothing is removed."""
         with self._db as db:  # commits, or rolls back on an exception
             db.execute("BEGIN IMMEDIATE")  # the look-ups and the deletes see one state of the file
             keys = _locate(db, doc_ids, collection)
-            db.execute(_BUMP_GENERATION)
+            schema.bump(db, (name for name, _ in keys))
             db.executemany("DELETE FROM documents WHERE collection = ? AND doc_id = ?", keys)  # chunks cascade
+            drop_unused_originals(db, self.originals)
         return keys
 
     def documents(self) -> list[Document]:
@@ -419,7 +424,7 @@ class DocumentStore:
 
     def generation(self) -> int:
         """How many saves this file has seen since the generation counter was added."""
-        return _generation(self._db)
+        return schema.generation(self._db)
 
     def close(self) -> None:
         self._db.close()

@@ -390,8 +390,8 @@ def split_result(result: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]
 @pytest.mark.parametrize(
     ("read_document", "expected"),
     [
-        (True, {"list_documents", "search_collection", "read_document"}),
-        (False, {"list_documents", "search_collection"}),
+        (True, {"list_documents", "search_collection", "read_document", "list_collections"}),
+        (False, {"list_documents", "search_collection", "list_collections"}),
     ],
 )
 async def test_list_tools(corpus_dir: Path, read_document: bool, expected: set[str]) -> None:
@@ -515,12 +515,15 @@ async def test_health_route(corpus_dir: Path) -> None:
     async with running(corpus_dir) as server, httpx.AsyncClient() as http:
         response = await http.get(f"{server.base_url}/health")
     assert response.status_code == 200
-    assert response.json() == {
+    health = response.json()
+    versions = health.pop("versions")  # what each collection holds, as list_collections says it
+    assert health == {
         "status": "ok",
         "documents": 11,
         "chunks": 3 + 2 + 2 + 1 + 7,
         "collections": ["anvs", "iaea", "wetten_overheid", "security"],
     }
+    assert list(versions) == health["collections"] and all(isinstance(v, str) and v for v in versions.values())
 
 
 INITIALIZE = {

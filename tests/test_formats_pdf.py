@@ -43,18 +43,19 @@ def _unit_with(extracted: Extracted, text: str):
 
 # name, title, pages, (fewest, most) units, a sentence, the page it is on
 CASES = [
-    ("nl-kst-32545-143-motie.pdf", "Tweede Kamer der Staten-Generaal", 1, (8, 40),
+    ("nl-kst-32545-143-motie.pdf",
+     "32 545 Wet- en regelgeving financiële markten; Nr. 143 MOTIE VAN DE LEDEN INGE VAN DIJK EN GRINWIS", 1, (8, 40),
      "verzoekt de regering, om een grensspaarsaldo te definiëren waaronder een negatieve spaarrente onwenselijk is", 1),
-    ("nl-ah-tk-20202021-3235-kamervragen.pdf", "Tweede Kamer der Staten-Generaal", 3, (20, 90),
+    ("nl-ah-tk-20202021-3235-kamervragen.pdf", None, 3, (20, 90),  # its masthead is no title (the ingest names it after its file)
      "Negatieve rentepercentages komen op de markt van zakelijke bedrijfskredieten met hoge risico’s zonder "
      "zekerheden niet voor.", 2),
     ("nl-bnc-fiche-5-mifir-mifid-2021.pdf",
      "Fiche 5: Herziening verordening en richtlijn markten voor financiële instrumenten", 15, (50, 200),
      "Naar verwachting zijn er geen implicaties voor ontwikkelingslanden.", 15),
-    ("nl-kamerbrief-draagmoederschap-2011.pdf", None, 3, (12, 60),
+    ("nl-kamerbrief-draagmoederschap-2011.pdf", "Draagmoederschap", 3, (12, 60),
      "Het VUmc krijgt gemiddeld twintig verzoeken per jaar om in aanmerking te komen voor een dergelijk "
      "draagmoederschapstraject", 2),
-    ("nl-normenbrief-szw-2026.pdf", "Brief - Normenbrief 1 januari 2025", 10, (80, 300),
+    ("nl-normenbrief-szw-2026.pdf", "Normenbrief 1 januari 2026", 10, (80, 300),
      "- alleenstaande (ouder) zonder kostendelende medebewoners | € 1.369,06 | € 1.401,50", 2),
     ("nl-handleiding-herziene-who-1.1.0.pdf",
      "Handleiding Herziene Who nav de Wet implementatie open data richtlijn", 56, (300, 1000),
@@ -245,6 +246,8 @@ def test_page_tree_loop_is_refused_or_read_quickly(kids: bytes, count: int) -> N
 
 def test_a_page_without_text_is_what_ocr_takes_over() -> None:
     fragment = pdf._Fragment("ab", 0, 10, 0, 10, 2, 10, False)
-    assert pdf.page_needs_ocr([])
-    assert pdf.page_needs_ocr([fragment])
-    assert not pdf.page_needs_ocr([pdf._Fragment("A whole line of real text on a page", 0, 300, 0, 10, 2, 10, False)])
+    assert pdf.page_needs_ocr([], 0.0)
+    assert pdf.page_needs_ocr([fragment], 1.0)  # two letters over a page-sized image: a scan's stamp
+    assert not pdf.page_needs_ocr([fragment], 0.0)  # two letters on a page without an image: its text
+    assert not pdf.page_needs_ocr([pdf._Fragment("A whole line of real text on a page", 0, 300, 0, 10, 2, 10, False)],
+                                  1.0)

@@ -186,9 +186,10 @@ def test_plain_text_and_corpus_markdown(tmp_path: Path, index_file: Path, empty_
         encoding="utf-8",
     )
     docs = {d.doc_id: d for d in ingest([folder], "notities", index_path=index_file)}
-    assert set(docs) == {"inspectie-notities", "eigen-samenvatting"}
+    # the id of a file in a sub-folder names the folder; front matter's doc_id stands
+    assert set(docs) == {"sub/inspectie-notities-txt", "eigen-samenvatting"}
     assert {d.doc_id: d for d in load_documents(index_file)} == docs  # stored and read back exactly
-    text = docs["inspectie-notities"]
+    text = docs["sub/inspectie-notities-txt"]
     assert (text.title, text.collection, text.language, text.kind) == ("Inspectie Notities", "notities", "nl", None)
     assert len(text.chunks) > 1
     assert all(len(c.text) <= TEXT_CHARS for c in text.chunks)
@@ -199,7 +200,7 @@ def test_plain_text_and_corpus_markdown(tmp_path: Path, index_file: Path, empty_
 
     index = Index.load(empty_corpus, index_path=index_file)
     hits = index.search("veiligheidsevaluatie kerncentrale", "notities")
-    assert hits[0].document.doc_id == "inspectie-notities"
+    assert hits[0].document.doc_id == "sub/inspectie-notities-txt"
     assert hits[0].matched_terms == 1.0
 
 

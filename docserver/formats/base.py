@@ -7,11 +7,25 @@ article of a law). Chunking, ids and the index are the ingest's business (`docse
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Deadline", "Extracted", "Limits", "Refused", "Unit"]
+__all__ = ["Deadline", "Extracted", "Limits", "Refused", "Unit", "is_placeholder_title"]
+
+_GENERATOR_PREFIX = re.compile(r"^microsoft\s+(?:office\s+)?\w+\s*-", re.IGNORECASE)  # "Microsoft Word - x.doc"
+_DEFAULT_TITLE = re.compile(
+    r"(?:untitled|naamloos|no title|geen titel|title|titel|new document|nieuw document|(?:untitled |naamloos )?"
+    r"document|doc|slide|dia|presentation|presentatie|book|map|blad|sheet|powerpoint[- ]presentati(?:on|e)|"
+    r"word document|pdf document|insert title here|type title here|your title here|default|print)\s*\d*",
+    re.IGNORECASE,
+)
+_FILE_SUFFIX = re.compile(
+    r"\.(?:docx?|dotx?|docm|odt|ott|rtf|wpd|pages|pdf|xlsx?|ods|pptx?|odp|txt|indd|qxd|tex|dvi|e?ps|html?|xml|tmp)\b",
+    re.IGNORECASE,
+)
+_PATH = re.compile(r"^(?:[a-z]:[\\/]|[/~\\]|file:)|\\", re.IGNORECASE)  # C:\..., /home/..., ~/..., \\server, file:
 
 
 class Refused(ValueError):
@@ -73,6 +87,19 @@ class Deadline:
     def check(self, where: str = "") -> None:
         if self.remaining() == 0:
             raise Refused(f"took longer than {self.seconds:g} s to read" + (f" ({where})" if where else ""))
+
+
+def is_placeholder_title(title: str) -> bool:
+    """Whether a title a file states names no document: empty, a file name or a path ("Microsoft Word -
+    20110301_5687928a draagmoederschap.doc", "C:\\temp\\x", "kamerbrief_2011"), a generator's or template's default
+    ("Untitled", "Document1", "Presentatie1", "Slide 1"), or no word at all ("20110301"). The ingest then names
+    the document another way (its first heading, its file name made readable)."""
+    text = " ".join(title.split())
+    if not any(char.isalpha() for char in text):
+        return True
+    if _GENERATOR_PREFIX.match(text) or _DEFAULT_TITLE.fullmatch(text) or _FILE_SUFFIX.search(text):
+        return True
+    return bool(_PATH.search(text)) or (" " not in text and "_" in text)  # one token with underscores: a file name
 
 
 def too_large(size: int, max_bytes: int) -> Refused:

@@ -4,7 +4,8 @@ PDFium (a C engine shipped in the pypdfium2 wheel) parses the file and gives eve
 baseline; the layout is rebuilt here because a content stream's order is not the reading order (the Federal
 Register draws its footnotes before its body text) and because PDFium's own line breaks merge columns:
 
-1. characters -> fragments: runs on one baseline without a wide gap (a table cell, a column's line);
+1. characters -> fragments: runs on one baseline without a wide gap (a table cell, a column's line), measured along
+   the direction most of the page's text runs in (a landscape page is often text turned a quarter, under /Rotate);
 2. running headers and footers go: the top and bottom rows of the pages, digits normalised, that repeat on at
    least half of the pages ("Pagina # van #");
 3. fragments -> blocks in reading order by a recursive XY cut: a vertical gap that runs through a region splits
@@ -14,16 +15,19 @@ Register draws its footnotes before its body text) and because PDFium's own line
    ends, a change of font size or weight), hyphenated words joined; a paragraph never runs over a page break.
 
 Headings (a short paragraph in a larger or bold font) are a `Unit` of their own and also the last entry of the
-`headings` path of the units after them, so the ingest starts a new chunk there. Pages without a text layer
-(`page_needs_ocr`: scans) are read by OCR when Tesseract is installed (`docserver/formats/ocr.py`; metadata
-`ocr_pages` and `ocr` say so), else read as blank and listed in `pages_without_text`; a PDF with no text layer
-at all is then refused with the reason. Encrypted, damaged, too long or too slow files are refused.
+`headings` path of the units after them, so the ingest starts a new chunk there. The title is /Title when that
+names the document, else a letter's subject line or the largest heading of page 1 that is no masthead (`_title`).
+Pages without a usable text layer (`page_needs_ocr`: scans; a page with a few words and no page-sized image is
+text) are read by OCR when Tesseract is installed (`docserver/formats/ocr.py`; metadata `ocr_pages` and `ocr` say
+so), else read as blank and listed in `pages_without_text`; a PDF with no text layer at all is then refused with
+the reason. Encrypted, damaged, too long or too slow files are refused.
 PDFium is not thread-safe, so one lock serialises every PDFium call in this process (Tesseract runs outside it).
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import re
 import threading
 from collections import Counter
@@ -34,13 +38,17 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from . import ocr
-from .base import Deadline, Extracted, Limits, Refused, Unit
+from .base import Deadline, Extracted, Limits, Refused, Unit, is_placeholder_title
 
 __all__ = ["page_needs_ocr", "read"]
 
 _LOCK = threading.Lock()
 
-_MIN_TEXT_CHARS = 20  # fewer printable characters than this on a page: no usable text layer there
+_MIN_TEXT_CHARS = 20  # fewer letters and digits than this on a page over a page-sized image: a scan's stamp
+_SCAN_COVER = 0.5  # images covering this share of a page make it a scan, unless its text layer says more
+_QUARTER = math.pi / 2
+_TURN_SAMPLES = 400  # characters looked at to find the direction a page's text runs in
+_FORM_DEPTH = 4  # how deep form XObjects nested in each other are searched for a scan's image
 _CELL_GAP = 1.2  # a horizontal gap wider than this many font heights separates two cells or columns
 _EDGE_ROWS = 3  # how many rows at the top and at the bottom of a page may be running headers or footers
 _MAX_CUT_DEPTH = 60  # recursion guard of the XY cut
@@ -52,13 +60,14 @@ _SENTENCE_END = re.compile(r"[.!?:;]['’”\")]?$")
 _HYPHENATED = re.compile(r"(\w+)[-\u00ad]$")
 _KEEP_HYPHEN_BEFORE = frozenset({"en", "of", "tot", "and", "or", "to", "nor", "und", "oder", "et", "ou"})
 _LETTERS = re.compile(r"[^\W\d_]+")
-_FILE_TITLE = re.compile(
-    r"^(?:microsoft\s+\w+\s*-|untitled|naamloos|document\d*$|slide\s*\d*$)|\.(?:docx?|odt|rtf|pdf|xlsx?|pptx?|txt|indd|qxd|tex|html?)\b",
-    re.IGNORECASE,
-)
 _PDF_DATE = re.compile(r"^D:(\d{4})(\d{2})?(\d{2})?(\d{2})?(\d{2})?(\d{2})?")
 _NUMBERED_CAPS = re.compile(r"^(?:[IVXLC]{1,5}|\d{1,2}(?:\.\d{1,2})*|[A-Z])\.\s+[A-Z][A-Z]+(?:\s+[A-Z&/-]+)+$")
 _WORD = re.compile(r"[^\W\d_]{4,}")
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+_SUBJECT = re.compile(r"^(?:(?:onderwerp|betreft|subject)\b\s*:?|re:)\s*(?P<subject>\S.*)$", re.IGNORECASE)
+_LABEL = re.compile(r"^(?:nr|no|nummer|number)?\.?\s*\d[\d .]*$", re.IGNORECASE)  # "32 545", "Nr. 143"
+_CONTENTS = frozenset({"contents", "table of contents", "inhoud", "inhoudsopgave", "inhoudstafel", "index",
+                       "sommaire", "inhalt", "inhaltsverzeichnis"})
 
 
 @dataclass(slots=True)
@@ -87,6 +96,15 @@ class _Line:
     bold: bool
     cells: int
     block: int
+
+
+@dataclass(slots=True)
+class _Page:
+    """One page's text layer as fragments, and the share of the page that images cover (measured only when the
+    text layer is short: it tells a scan with a stamp from a page with a few words)."""
+
+    fragments: list[_Fragment]
+    image_share: float
 
 
 @dataclass(slots=True)
@@ -128,9 +146,20 @@ def read(data: bytes, limits: Limits, deadline: Deadline) -> Extracted:
             document.close()
 
 
-def page_needs_ocr(fragments: Sequence[_Fragment]) -> bool:
-    """True when a page has no usable text layer (a scanned page): where an OCR pass takes over."""
-    return sum(len(f.text.replace(" ", "")) for f in fragments) < _MIN_TEXT_CHARS
+def page_needs_ocr(fragments: Sequence[_Fragment], image_share: float) -> bool:
+    """True when a page has no usable text layer, where an OCR pass takes over: no letter or digit at all, or a
+    few over images covering most of the page (a scan with a stamp or a page number in its text layer), or only a
+    few digits (a page number on a blank page). A few words on a page without a page-sized image are its text (a
+    one-line letter, a form's labels): read as they are, never refused as a scan."""
+    characters = _usable_characters(fragments)
+    if characters >= _MIN_TEXT_CHARS:
+        return False
+    has_letters = any(c.isalpha() for f in fragments for c in f.text)
+    return characters == 0 or image_share >= _SCAN_COVER or not has_letters
+
+
+def _usable_characters(fragments: Sequence[_Fragment]) -> int:
+    return sum(c.isalnum() for f in fragments for c in f.text)
 
 
 def _check_complete(data: bytes) -> None:
@@ -158,17 +187,19 @@ def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadl
         raise Refused(f"the PDF has {count} pages, more than the limit of {limits.max_pages}")
     if count == 0:
         raise Refused("the PDF has no pages (its page tree is empty or damaged)")
-    pages: list[list[_Fragment]] = []
+    read: list[_Page] = []
     for number in range(1, count + 1):
         deadline.check(f"page {number}")
-        pages.append(_page_fragments(document, number, deadline))
-    without_text = [n for n, fragments in enumerate(pages, start=1) if page_needs_ocr(fragments)]
+        read.append(_read_page(document, number, deadline))
+    without_text = [n for n, page in enumerate(read, start=1) if page_needs_ocr(page.fragments, page.image_share)]
+    pages = [page.fragments for page in read]
     engine, reason = _ocr_engine() if without_text else (None, "")
     if len(without_text) == count and engine is None:
         raise Refused(f"scanned PDF: no text layer on any of its {count} pages; {reason}")
     if engine is not None:  # OCR reads these pages whole, including the few characters of text layer they have
         scanned = set(without_text)
         pages = [[] if number in scanned else fragments for number, fragments in enumerate(pages, start=1)]
+    repeated = _repeated_rows(pages[1:])
     pages = _drop_running_lines(pages)
     body = _font_mode([f for fragments in pages for f in fragments])
     paragraphs: list[tuple[int, _Paragraph]] = []
@@ -178,7 +209,7 @@ def _read_document(document: pdfium.PdfDocument, limits: Limits, deadline: Deadl
         paragraphs += [(number, p) for p in _paragraphs(_lines(blocks))]
     units = list(_units(paragraphs, body))
     metadata = _metadata(document, count, without_text)
-    title = _title(document, [p for number, p in paragraphs if number == 1], body)
+    title = _title(document, [p for number, p in paragraphs if number == 1], body, repeated)
     return _TextLayer(units, title, metadata, count, without_text if engine is not None else [], engine)
 
 
@@ -223,7 +254,7 @@ def _with_ocr(document: pdfium.PdfDocument, layer: _TextLayer, engine: ocr.Tesse
 # --- characters to fragments ------------------------------------------------------------------------------------
 
 
-def _page_fragments(document: pdfium.PdfDocument, number: int, deadline: Deadline) -> list[_Fragment]:
+def _read_page(document: pdfium.PdfDocument, number: int, deadline: Deadline) -> _Page:
     try:
         page = document[number - 1]
     except pdfium.PdfiumError as exc:
@@ -231,16 +262,90 @@ def _page_fragments(document: pdfium.PdfDocument, number: int, deadline: Deadlin
     try:
         textpage = page.get_textpage()
         try:
-            return list(_fragments(textpage.raw, deadline, f"page {number}"))
+            fragments = list(_fragments(textpage.raw, deadline, f"page {number}"))
         finally:
             textpage.close()
+        short = _usable_characters(fragments) < _MIN_TEXT_CHARS
+        return _Page(fragments, _image_share(page, deadline, f"page {number}") if short else 0.0)
     finally:
         page.close()
 
 
+def _image_share(page: pdfium.PdfPage, deadline: Deadline, where: str) -> float:
+    """The share of the page's area its images cover (overlaps counted twice, at most 1): a scan is one image over
+    the whole page, drawn on it or inside a form XObject."""
+    left, bottom, right, top = page.get_mediabox()
+    area = (right - left) * (top - bottom)
+    if area <= 0:
+        return 0.0
+    covered = 0.0
+    for x0, y0, x1, y1 in _image_boxes(page.raw, None, 0, deadline, where):
+        covered += max(0.0, min(x1, right) - max(x0, left)) * max(0.0, min(y1, top) - max(y0, bottom))
+    return min(1.0, covered / area)
+
+
+def _image_boxes(page: pdfium_c.FPDF_PAGE, form: pdfium_c.FPDF_PAGEOBJECT | None, depth: int, deadline: Deadline,
+                 where: str) -> Iterator[tuple[float, float, float, float]]:
+    """The bounds of the images on a page (`form` None) or in a form XObject, in the page's space (a form's
+    objects have their bounds in the form's space, mapped here by its matrix); forms nested deeper than
+    _FORM_DEPTH are not looked into. Only images and forms are wrapped: a page can hold millions of paths."""
+    count = pdfium_c.FPDFPage_CountObjects(page) if form is None else pdfium_c.FPDFFormObj_CountObjects(form)
+    for index in range(max(0, count)):
+        if index % _CHARS_PER_CHECK == 0:
+            deadline.check(where)
+        item = pdfium_c.FPDFPage_GetObject(page, index) if form is None else pdfium_c.FPDFFormObj_GetObject(form, index)
+        kind = pdfium_c.FPDFPageObj_GetType(item) if item else None
+        if kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
+            x0, y0, x1, y1 = (ctypes.c_float() for _ in range(4))
+            if pdfium_c.FPDFPageObj_GetBounds(item, x0, y0, x1, y1):
+                yield x0.value, y0.value, x1.value, y1.value
+        elif kind == pdfium_c.FPDF_PAGEOBJ_FORM and depth < _FORM_DEPTH:
+            matrix = pdfium_c.FS_MATRIX()
+            if pdfium_c.FPDFPageObj_GetMatrix(item, matrix):
+                mapping = pdfium.PdfMatrix.from_raw(matrix)
+                yield from (mapping.on_rect(*box) for box in _image_boxes(page, item, depth + 1, deadline, where))
+
+
+def _main_turn(raw: pdfium_c.FPDF_TEXTPAGE) -> int:
+    """The quarter turns (clockwise, as PDFium measures a character's angle) of the direction most of a page's text
+    runs in: 0 for upright text, 1 or 3 for text set sideways on a landscape page, found from a sample of the
+    characters (a page can hold millions)."""
+    count = pdfium_c.FPDFText_CountChars(raw)
+    turns: Counter[int] = Counter()
+    for index in range(0, count, max(1, count // _TURN_SAMPLES)):
+        if pdfium_c.FPDFText_GetUnicode(raw, index) in (32, 9, 10, 13) or pdfium_c.FPDFText_IsGenerated(raw, index):
+            continue
+        angle = pdfium_c.FPDFText_GetCharAngle(raw, index)
+        turn = round(angle / _QUARTER)
+        if angle >= 0 and abs(angle - turn * _QUARTER) <= 0.05:
+            turns[turn % 4] += 1
+    return turns.most_common(1)[0][0] if turns else 0
+
+
+def _along(angle: float, turn: int) -> bool:
+    """Whether a character's angle is the page's text direction (`turn` quarter turns); other text (a margin note
+    set at an angle) is not part of the page's flow."""
+    off = (angle - turn * _QUARTER) % (2 * math.pi)
+    return min(off, 2 * math.pi - off) <= 0.05
+
+
+def _turned(turn: int, box: pdfium_c.FS_RECTF, x: float, y: float) -> tuple[float, float, float, float, float]:
+    """A character's box (left, right, bottom, top) and baseline in the page turned `turn` quarter turns back, so
+    that text running down (1), upside down (2) or up (3) the page reads left to right with its top up."""
+    if turn == 1:
+        return -box.top, -box.bottom, box.left, box.right, x
+    if turn == 2:
+        return -box.right, -box.left, -box.top, -box.bottom, -y
+    if turn == 3:
+        return box.bottom, box.top, -box.right, -box.left, -x
+    return box.left, box.right, box.bottom, box.top, y
+
+
 def _fragments(raw: pdfium_c.FPDF_TEXTPAGE, deadline: Deadline, where: str) -> Iterator[_Fragment]:
-    """The characters of a text page, in content-stream order, gathered into fragments; the deadline is checked
-    every _CHARS_PER_CHECK characters (one page can hold millions)."""
+    """The characters of a text page, in content-stream order, gathered into fragments along the direction most
+    of its text runs in (`_main_turn`); the deadline is checked every _CHARS_PER_CHECK characters (one page can
+    hold millions)."""
+    turn = _main_turn(raw)
     box = pdfium_c.FS_RECTF()
     ox, oy = ctypes.c_double(), ctypes.c_double()
     chars: list[str] = []
@@ -260,31 +365,31 @@ def _fragments(raw: pdfium_c.FPDF_TEXTPAGE, deadline: Deadline, where: str) -> I
             continue  # a control character, or a glyph without a Unicode value
         pdfium_c.FPDFText_GetLooseCharBox(raw, index, box)
         pdfium_c.FPDFText_GetCharOrigin(raw, index, ox, oy)
-        size = box.top - box.bottom
+        left, right, bottom, top, base = _turned(turn, box, ox.value, oy.value)
+        size = top - bottom
         if size <= 0.5:
             continue
         char = "-" if code == 0xAD else chr(code)
-        if current is not None and abs(oy.value - current.base) <= 0.35 * current.size:
-            gap = box.left - current.x1
+        if current is not None and abs(base - current.base) <= 0.35 * current.size:
+            gap = left - current.x1
             if -0.6 * current.size <= gap <= _CELL_GAP * current.size:
                 if space or gap > 0.2 * current.size:
                     chars.append(" ")
                     words += 1
                     bold += pdfium_c.FPDFText_GetFontWeight(raw, index) >= 600  # per word: a font call is slow
                 chars.append(char)
-                current.x1, current.size = max(current.x1, box.right), max(current.size, size)
-                current.bottom, current.top = min(current.bottom, box.bottom), max(current.top, box.top)
+                current.x1, current.size = max(current.x1, right), max(current.size, size)
+                current.bottom, current.top = min(current.bottom, bottom), max(current.top, top)
                 space = False
                 continue
         if current is not None:
             current.text, current.bold = "".join(chars).strip(), bold >= 0.5 * words
             yield current
-        if abs(pdfium_c.FPDFText_GetCharAngle(raw, index)) > 0.05 and \
-                abs(pdfium_c.FPDFText_GetCharAngle(raw, index) - 6.2832) > 0.05:
-            current, chars, space = None, [], False  # rotated text (a margin note): not part of the page's flow
+        if not _along(pdfium_c.FPDFText_GetCharAngle(raw, index), turn):
+            current, chars, space = None, [], False  # text at another angle (a margin note): not the page's flow
             continue
         words, bold = 1, int(pdfium_c.FPDFText_GetFontWeight(raw, index) >= 600)
-        current = _Fragment("", box.left, box.right, box.bottom, box.top, oy.value, size, False)
+        current = _Fragment("", left, right, bottom, top, base, size, False)
         chars, space = [char], False
     if current is not None:
         current.text, current.bold = "".join(chars).strip(), bold >= 0.5 * words
@@ -305,11 +410,32 @@ def _rows(fragments: Sequence[_Fragment]) -> list[list[_Fragment]]:
     return rows
 
 
+def _words_key(text: str) -> str:
+    """A text's words in lower case without numbers or punctuation: how a row or a heading is compared."""
+    return " ".join(_LETTERS.findall(text.lower()))
+
+
 def _row_key(row: Sequence[_Fragment]) -> str:
     """A row's words without its numbers ("Pagina 3 van 15" -> "pagina van"); "#" for a bare page number."""
     text = " ".join(f.text for f in sorted(row, key=lambda f: f.x0))
-    key = " ".join(_LETTERS.findall(text.lower()))
+    key = _words_key(text)
     return key or ("#" if any(c.isdigit() for c in text) and len(text) <= 12 else "")
+
+
+def _edge_rows(fragments: Sequence[_Fragment]) -> list[list[_Fragment]]:
+    """The top and bottom _EDGE_ROWS rows of a page: where running headers, footers and page numbers stand."""
+    rows = [row for row in _rows(fragments) if any(f.text for f in row)]
+    return rows[:_EDGE_ROWS] + rows[max(_EDGE_ROWS, len(rows) - _EDGE_ROWS):]
+
+
+def _repeated_rows(pages: Sequence[Sequence[_Fragment]]) -> set[str]:
+    """The keys (`_row_key`) of the edge rows that stand on at least 40% of `pages` (at least one): a heading of
+    page 1 that is one of them is the running header of the other pages, not the document's title."""
+    seen: Counter[str] = Counter()
+    for fragments in pages:
+        seen.update({_row_key(row) for row in _edge_rows(fragments)})
+    needed = max(1, round(0.4 * len(pages)))
+    return {key for key, n in seen.items() if n >= needed and key and key != "#"}
 
 
 def _drop_running_lines(pages: list[list[_Fragment]]) -> list[list[_Fragment]]:
@@ -320,8 +446,7 @@ def _drop_running_lines(pages: list[list[_Fragment]]) -> list[list[_Fragment]]:
     edges: list[list[list[_Fragment]]] = []
     seen: Counter[str] = Counter()
     for fragments in pages:
-        rows = [row for row in _rows(fragments) if any(f.text for f in row)]
-        edge = rows[:_EDGE_ROWS] + rows[max(_EDGE_ROWS, len(rows) - _EDGE_ROWS):]
+        edge = _edge_rows(fragments)
         edges.append(edge)
         seen.update({_row_key(row) for row in edge})
     needed = max(2, round(0.4 * len(pages)))
@@ -577,20 +702,107 @@ def _heading_level(paragraph: _Paragraph, text: str, body: float) -> float | Non
     return None
 
 
-def _title(document: pdfium.PdfDocument, first_page: list[_Paragraph], body: float) -> str | None:
-    """/Title when it names the document (not a file name, and its words are on page 1), else the first heading of
-    page 1 in the largest font (or bold), else None."""
-    title = re.sub(r"\s+", " ", document.get_metadata_value("Title") or "").strip()
-    if title and not _FILE_TITLE.search(title):
-        first_text = " ".join(line.text for paragraph in first_page for line in paragraph.lines).lower()
-        words = _WORD.findall(title.lower())
-        if not words or sum(word in first_text for word in words) >= 0.5 * len(words):
-            return title
-    headings = [(level, -n, p) for n, p in enumerate(first_page) if (level := _heading_level(p, _join(p.lines), body))]
+def _title(document: pdfium.PdfDocument, first_page: list[_Paragraph], body: float, repeated: set[str]
+           ) -> str | None:
+    """The title people know the document by: /Title when it names this document (`_names_document`), else a
+    letter's subject ("Onderwerp Draagmoederschap"), else the heading of page 1 in the largest font (the first of
+    equals) that is not a masthead, a running header or a table of contents' heading (`_is_masthead`); None when
+    there is none (the ingest then names the document after its file). `repeated`: the running rows of the other
+    pages (`_repeated_rows`)."""
+    first_text = " ".join(line.text for paragraph in first_page for line in paragraph.lines)
+    stated = _one_line(document.get_metadata_value("Title") or "")
+    if _names_document(stated, first_text):
+        return stated[:300]
+    subject = _subject(first_page)
+    if subject is not None:
+        return subject[:300]
+    author = _words_key(document.get_metadata_value("Author") or "")
+    headings: list[tuple[float, int, str]] = []
+    for n, paragraph in enumerate(first_page):
+        heading = _title_heading(paragraph, body)
+        if heading is not None and not _is_masthead(heading[1], author, repeated):
+            headings.append((heading[0], -n, heading[1]))
     if not headings:
         return None
-    paragraph = max(headings, key=lambda h: h[:2])[2]
-    return re.sub(r"\s+", " ", _join(paragraph.lines)).strip()[:300]
+    _, position, text = max(headings, key=lambda h: h[:2])
+    if _labelled(first_page[-position]) is not None:
+        text = _with_series(text, first_page[1 - position:])
+    return text[:300]
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _names_document(title: str, first_text: str) -> bool:
+    """Whether /Title names this document: not a file name or a generator's default (`is_placeholder_title`), at
+    least half of its words on page 1 (not the title of the template it was made from), and no year page 1 does
+    not name ("Normenbrief 1 januari 2025" on the letter of 2026: the title of last year's edition)."""
+    if is_placeholder_title(title):
+        return False
+    words = _WORD.findall(title.lower())
+    lower = first_text.lower()
+    if words and sum(word in lower for word in words) < 0.5 * len(words):
+        return False
+    return all(year in first_text for year in _YEAR.findall(title))
+
+
+def _subject(first_page: list[_Paragraph]) -> str | None:
+    """A letter's subject line on page 1 ("Onderwerp Draagmoederschap", "Betreft: ...", "Subject: ..."): a letter
+    has no heading, and its subject is how its readers name it."""
+    for paragraph in first_page:
+        if len(paragraph.lines) > 2:
+            continue
+        match = _SUBJECT.match(_one_line(_join(paragraph.lines).replace(" | ", " ")))
+        subject = match.group("subject").rstrip(" .") if match else ""
+        if sum(c.isalpha() for c in subject) >= 3 and len(subject.split()) <= 20:
+            return subject
+    return None
+
+
+def _title_heading(paragraph: _Paragraph, body: float) -> tuple[float, str] | None:
+    """A paragraph of page 1 that may be the title, with its rank: a heading (`_heading_level`), or a labelled
+    heading row (`_labelled`) ranked by its font size."""
+    text = _one_line(_join(paragraph.lines))
+    level = _heading_level(paragraph, text, body)
+    if level is not None:
+        return level, text
+    labelled = _labelled(paragraph)
+    return (paragraph.size, labelled) if labelled is not None else None
+
+
+def _labelled(paragraph: _Paragraph) -> str | None:
+    """A bold line of two cells, a number and a heading: "32 545 | Wet- en regelgeving financiële markten" and "Nr.
+    143 | MOTIE VAN DE LEDEN ..." name a Kamerstuk's dossier and the paper itself. As "label heading", else None."""
+    line = paragraph.lines[0]
+    if len(paragraph.lines) > 1 or line.cells != 2 or not line.bold:
+        return None
+    label, text = line.text.split(" | ", 1)
+    if not _LABEL.match(label) or re.search(r"[.,;]$", text) or len(text.split()) > 14:
+        return None
+    return f"{label} {text}" if sum(c.isalpha() for c in text) >= 3 else None
+
+
+def _with_series(title: str, after: list[_Paragraph]) -> str:
+    """A labelled heading row joined with the labelled rows right below it ("; " between), as the dossier of a
+    Kamerstuk and its number are one title: "32 545 Wet- en regelgeving financiële markten; Nr. 143 MOTIE ..."
+    (paragraphs without words, a large decorative digit, may stand between)."""
+    parts = [title]
+    for paragraph in after:
+        labelled = _labelled(paragraph)
+        if labelled is not None:
+            parts.append(labelled)
+        elif any(c.isalpha() for line in paragraph.lines for c in line.text):
+            break
+    return "; ".join(parts)
+
+
+def _is_masthead(text: str, author: str, repeated: set[str]) -> bool:
+    """Whether a heading of page 1 names the publisher or a series, not the document: it is the /Author ("Tweede
+    Kamer der Staten-Generaal" on every Kamerstuk), a running header of the other pages, or the heading of a table
+    of contents ("Contents", "Inhoudsopgave")."""
+    key = _words_key(text)
+    return key in _CONTENTS or key == author or key in repeated
 
 
 def _metadata(document: pdfium.PdfDocument, pages: int, without_text: list[int]) -> dict[str, str]:
