@@ -1,4 +1,5 @@
-"""The corrective research loop: its state (`Loop`) and the one rule that decides the next step (`decide`).
+"""The corrective research loop: its state (`Loop`), the one rule that decides the next step (`decide`) and what
+the think block says of that decision (`assessment`).
 
     plan (round 1) -> research -> summarize -> judge: verdict -> decide -+-> research the next round's tasks
                                                                          +-> stop with a reason -> synthesize
@@ -14,7 +15,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from graph.models import Evidence, Fact, Outcome, QueryType, ResearchTask, Verdict
+from graph.models import Evidence, Fact, Outcome, QueryType, ResearchTask, Status, Verdict
 
 StopReason = Literal["sufficient", "max_rounds", "no_new_evidence", "nothing_left", "budget", "deep_dive"]
 
@@ -111,6 +112,16 @@ def decide(loop: Loop, verdict: Verdict, *, kind: QueryType, new_evidence: int, 
     if loop.pending and reason in (None, "sufficient", "nothing_left"):
         return Decision(None, loop.pending + refined)
     return Decision(reason) if reason else Decision(None, refined)
+
+
+def assessment(verdict: Verdict, decision: Decision) -> Status:
+    """The assessment the think line shows, read from the decision that routes (`decide`, what `Loop.after`
+    stores), not from the verdict alone: "sufficient" exactly when research stops for it. Evidence judged
+    sufficient while research goes on (sub-questions waiting for its findings) is partial: the line said
+    "Beoordeling: voldoende" and another search round followed (issue 58)."""
+    if decision.stop == "sufficient":
+        return "sufficient"
+    return "partial" if verdict.status == "sufficient" else verdict.status
 
 
 def coverage_verdict(kind: QueryType, tasks: list[ResearchTask], covered: set[str], facts: list[Fact],

@@ -622,14 +622,19 @@ def test_says_anything(text: str, says: bool) -> None:
     assert says_anything(text) is says
 
 
-@pytest.mark.asyncio
-async def test_dependent_sub_question_runs_after_its_prerequisite(docs, llm, fake_llm: FakeLLM) -> None:
+def script_dependent(fake_llm: FakeLLM) -> None:
+    """The seed comparison planned as two sub-questions, the ANVS one waiting for what the IAEA one finds."""
     plan = {"sub_questions": [{"collection": "iaea", "query": "INSAG-4 veiligheidscultuur definitie"},
                               {"collection": "anvs", "query": "ANVS verwachtingen veiligheidscultuur", "after": 1}]}
     fake_llm.when_contains("Splits de vraag op in deelvragen", Reply(text=json.dumps(plan)))
     fake_llm.when_contains("Je bent een onderzoeksagent", Reply(
         text=json.dumps({"facts": [{"fact": "INSAG-4 definieert veiligheidscultuur in 1991.", "sources": [1]}]})))
     fake_llm.when_contains("Je bent NEO NL", Reply(text="Vergelijking [1] [2]."))
+
+
+@pytest.mark.asyncio
+async def test_dependent_sub_question_runs_after_its_prerequisite(docs, llm, fake_llm: FakeLLM) -> None:
+    script_dependent(fake_llm)
     events, steps, answer, calls = await _run(SEED_COMPARATIVE, _context(docs, llm, model_decompose=True, model_condense=True))
     order = [(e.agent, e.status) for e in events if isinstance(e, SubAgentStatus)]
     assert order.index(("IAEA", "done")) < order.index(("ANVS", "started"))  # sequential, not parallel

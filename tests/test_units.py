@@ -750,3 +750,16 @@ def test_a_text_chunk_is_the_chunk_the_protocol_model_gives(field: str, text: st
     renderer = ChunkRenderer(completion_id="chatcmpl-1", created=1764300000, model="neo-nl-agent", think_mode="tags",
                              openwebui=False)
     assert renderer._text_chunk(field, text) == renderer._chunk(DeltaMessage(**{field: text}))
+
+
+def test_a_document_entry_links_to_the_page_of_its_most_relevant_passage() -> None:
+    """A document cited with passages from pp. 1 and 2-3, the latter the better: its line in the sources list opens
+    at page 2, not page 1 (issue 58)."""
+    def part(n: int, page: int, page_end: int | None, relevance: float) -> Evidence:
+        return Evidence(id=f"c/d#{n}", collection="c", doc_id="d", title="Rapport", text=f"tekst {n}", page=page,
+                        page_end=page_end, relevance=relevance, url=f"https://example.org/r.pdf#page={page}")
+
+    parts = [part(0, 1, None, 0.2), part(1, 2, 3, 0.9)]
+    entry = Ledger.for_answer([Fact(text="feit", evidence_ids=["c/d#0", "c/d#1"])], parts, limit=5).entries[0]
+    assert (entry.page, entry.page_end, entry.url) == (2, 3, "https://example.org/r.pdf#page=2")
+    assert entry.id == "c/d#0" and "tekst 0" in entry.text and "tekst 1" in entry.text

@@ -115,42 +115,60 @@ _ECHO_MARKUP = re.compile(r"[#*_`>]+")
 _ECHO_BULLET = re.compile(r"^\s*[-•]\s+")
 _ECHO_CLOSE = re.compile(r"[*_`]*[:.?!]+[*_`]*")
 ECHO_MIN_CHARS = 30  # a cut-off copy of a prompt line this long is still a copy
+LABEL_WORDS = 4  # a prompt line ending in a colon with at most this many words labels a block ("Bronnen van X:")
 
 
 def _echo_norm(line: str) -> str:
-    """A line as compared with the prompt's: no markdown, bullet, case, spacing or closing punctuation."""
+    """A line as compared with the prompt's: no markdown, bullet, case, spacing or closing punctuation (a
+    clause's comma or semicolon included)."""
     text = _ECHO_MARKUP.sub(" ", _ECHO_BULLET.sub("", line))
-    return " ".join(text.lower().split()).rstrip(" :.?!")
+    return " ".join(text.lower().split()).rstrip(" :.?!,;")
 
 
 class EchoGate:
     """Drops the lines in which the model repeats its prompt instead of answering: the question (alone, as a
-    heading or after the prompt's "Vraag:" label), the prompt's labels and its closing instruction.
+    heading or after the prompt's "Vraag:" label), the prompt's labels and its instructions, whole or in part.
 
     The local 1.5B model (EVAL-LLM.md) answered "Geef een gedetailleerde uitleg van de Kernenergiewet" with only
-    "Vraag: Geef een gedetailleerde uitleg van de Kernenergiewet" and once copied "Beantwoord nu de vraag met
-    alleen deze bronnen. …" as a heading. The prompt's own lines (`expect`, per call; the evidence is not among
-    them, quoting a passage is answering) are compared line by line: a line start that may still become one is
-    held, a line that is one is dropped, a line that starts with one loses that part. `echoed` tells whether
-    anything was dropped. Hand-written: no library filters a token stream against a prompt's lines."""
+    "Vraag: Geef een gedetailleerde uitleg van de Kernenergiewet", once copied "Beantwoord nu de vraag met
+    alleen deze bronnen. …" as a heading, and answered "Hoe meld ik een beveiligingsincident …?" with "Begin met
+    het directe antwoord in één of twee zinnen: Hoe meld ik een beveiligingsincident …?" (a clause of its system
+    prompt's style line, then the question; issue 58). The prompt's own lines and their clauses (`expect`, per
+    call; the evidence is not among them, quoting a passage is answering) are compared line by line: a line
+    start that may still become one is held, a line that is one is dropped, a line that starts with one loses
+    that part and what follows is judged again (a chain of copied parts leaves nothing). `echoed` tells whether
+    anything was dropped, `repeated` whether that was more than the prompt's labels ("Bronnen:"): the question
+    or an instruction. Hand-written: no library filters a token stream against a prompt's lines."""
 
     def __init__(self) -> None:
         self.lines: frozenset[str] = frozenset()
+        self.labels: frozenset[str] = frozenset()  # the prompt's labels of its parts: "Vraag:", "Bronnen:"
         self.echoed = False
+        self.repeated = False
         self.verdicts = dict.fromkeys(ECHO_VERDICTS, 0)  # lines of the current call, by verdict
         self._line_start = True
         self._started = False  # this call has sent text (blank lines before that are dropped)
+        self._cut = False  # the current line has lost a copied start
         self._pending = ""
 
     def expect(self, lines: list[str]) -> None:
-        """The prompt lines of the next call."""
+        """The prompt lines (and clauses, `graph.answer.prompts.clauses`) of the next call."""
         self.lines = frozenset(n for n in map(_echo_norm, lines) if n)
+        self.labels = frozenset(_echo_norm(line) for line in lines
+                                if line.rstrip().endswith(":") and len(line.split()) <= LABEL_WORDS) & self.lines
+
+    def _drop(self, copied: str) -> None:
+        """A copy of a prompt line, or of its start, is dropped."""
+        norm = _echo_norm(copied)
+        self.echoed = self.echoed or bool(norm)
+        self.repeated = self.repeated or (bool(norm) and norm not in self.labels)
 
     def _verdict(self, line: str, complete: bool) -> bool | None:
-        """True: a copy of a prompt line; False: answer text; None: may still become a copy."""
+        """True: a copy of a prompt line (or all a copied start left of a line was blank); False: answer text;
+        None: may still become a copy."""
         norm = _echo_norm(line)
         if not norm:
-            return (not self._started) if complete else None
+            return (not self._started or self._cut) if complete else None
         if complete:
             return norm in self.lines or (len(norm) >= ECHO_MIN_CHARS and any(s.startswith(norm) for s in self.lines))
         return None if any(s.startswith(norm) for s in self.lines) else False
@@ -181,31 +199,43 @@ class EchoGate:
                 self._pending = text
                 break
             if verdict:
-                if _echo_norm(line):
-                    self.echoed = True
+                self._drop(line)
+                if _echo_norm(line) or self._cut:
                     self.verdicts["copy"] += 1
-                text = text[newline + 1:]
+                text, self._cut = text[newline + 1:], False
                 continue
             cut = self._copied_start(line)
-            if cut:
-                self.echoed = True
-                text = text[cut:].lstrip(" \t")
+            if cut:  # what follows the copied start is judged as a line of its own: it may be a copy too
+                self._drop(line[:cut])
+                text, self._cut = text[cut:].lstrip(" \t"), True
+                continue
             if line.strip():  # blank lines between paragraphs are no verdict
-                self.verdicts["trimmed" if cut else "answer"] += 1
-            self._line_start, self._started = False, True
+                self.verdicts["trimmed" if self._cut else "answer"] += 1
+            self._line_start, self._started, self._cut = False, True, False
         return "".join(out)
 
     def flush(self) -> str:
         """The end of a call: a held line is judged whole; the call's prompt lines are forgotten (`verdicts` are
         read, then `reset_verdicts()`)."""
         rest = self.feed("\n")
-        self._line_start, self._started, self._pending, self.lines = True, False, "", frozenset()
+        self._line_start, self._started, self._cut, self._pending = True, False, False, ""
+        self.lines = self.labels = frozenset()
         return rest[:-1] if rest.endswith("\n") else rest
 
     def reset_verdicts(self) -> dict[str, int]:
         """The current call's verdicts, then zero for the next call."""
         verdicts, self.verdicts = self.verdicts, dict.fromkeys(self.verdicts, 0)
         return verdicts
+
+
+def no_answer_reason(repeated: bool, listed: bool, echoed: bool) -> str:
+    """Why none of the model's text was kept: "echo" when it repeated its question or instructions (`repeated`,
+    also when a sources list followed: the 1.5B model's "Begin met het directe antwoord …: <de vraag>" and then
+    its evidence copied), "list" when a sources list of its own was all it wrote (under the prompt's "Bronnen:"
+    label, `echoed`, at most), "echo" for the prompt's labels alone, else "empty"."""
+    if repeated:
+        return "echo"
+    return "list" if listed else "echo" if echoed else "empty"
 
 
 def _markers(numbers: tuple[int, ...]) -> str:
@@ -264,7 +294,7 @@ class SentenceCiter:
 
 class AnswerStream:
     """Collects the answer while emitting it. `finish()` (or `cancel()`) must run before the node returns: it
-    sends what is still held and stops the timer."""
+    closes the filters, sends what is still held and stops the timer."""
 
     def __init__(self, citations: CitationFilter, system_prompt: str = "", interval_s: float = 0.0,
                  citer: SentenceCiter | None = None, contacts: ContactFilter | None = None) -> None:
@@ -374,12 +404,15 @@ class AnswerStream:
 
     @property
     def unanswered(self) -> str:
-        """Why none of the model's text was kept: "list" (a sources list of its own was all it wrote), "echo" (it
-        only repeated its prompt) or "empty"."""
-        return "list" if self.gate.lists else "echo" if self.echo.echoed else "empty"
+        """Why none of the model's text was kept (`no_answer_reason`)."""
+        return no_answer_reason(self.echo.repeated, self.gate.lists > 0, self.echo.echoed)
 
     def finish(self) -> None:
-        self.settle()
+        """The end of the answer: what the filters still hold goes out (`close`), then what waits for the timer.
+        Closing here, not only after a model call, is what keeps the last word of a branch that never called
+        the model: the address filter holds the word being written, and the not-found answer lost its last one
+        (issue 58). `close` after `close` finds nothing held, so a branch that closed already loses nothing."""
+        self.close()
         self.cancel()
         self._flush()
 

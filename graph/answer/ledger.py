@@ -229,13 +229,17 @@ def fence_rule(language: Language, fence: str) -> str:
 
 def _document_entry(parts: list[Evidence]) -> Evidence:
     """One document's cited passages as one ledger entry: the first passage's identity, every passage's text
-    (each without the server's header line) and their sections as the document's anchors."""
+    (each without the server's header line) and their sections as the document's anchors; its link and page are
+    those of the most relevant passage (a link opens where the answer's evidence stands, not at the first passage
+    the document happened to give)."""
     first = parts[0]
     if len(parts) == 1:
         return first
+    best = max(parts, key=lambda p: p.relevance)
     sections = "; ".join(dict.fromkeys(p.section for p in parts if p.section))
     text = "\n\n".join(_without_header(p) for p in parts)
-    return first.model_copy(update={"text": text, "section": sections, "relevance": max(p.relevance for p in parts)})
+    return first.model_copy(update={"text": text, "section": sections, "relevance": best.relevance,
+                                    "url": best.url or first.url, "page": best.page, "page_end": best.page_end})
 
 
 def page_label(e: Evidence) -> str:

@@ -17,6 +17,7 @@ from graph.context import Context
 from graph.loop import (
     Decision,
     Limits,
+    assessment,
     coverage_verdict,
     covered_tasks,
     decide,
@@ -32,7 +33,7 @@ from graph.loop import (
     untried,
     with_findings,
 )
-from graph.models import ResearchTask, Status, Usage, Verdict
+from graph.models import Language, ResearchTask, Status, Usage, Verdict
 from graph.nodes.plan import in_language_by_model, language_label
 from graph.state import State
 from graph.structured import ask_json
@@ -103,6 +104,21 @@ def sources(tasks: list[ResearchTask], ctx: Context) -> list[str]:
     return [f"{t.label} ({language_label(t.collection, ctx)})" for t in tasks]
 
 
+def decision_lines(verdict: Verdict, decision: Decision, hops: list[str], language: Language) -> list[str]:
+    """The think lines of the loop's decision, all read from the `decision` that routes (one decision, one
+    place): the assessment as the decision has it (`assessment`: never "sufficient" before another round), the
+    hops the next round searches (only those it does), or why research stopped when not for enough evidence."""
+    status = messages.status_label(assessment(verdict, decision), language)
+    lines = [messages.line("verdict_missing", language, status=status, missing=", ".join(verdict.missing))
+             if verdict.missing else messages.line("verdict", language, status=status)]
+    taken = list(dict.fromkeys(q for t in decision.tasks for q in t.queries if q in hops))
+    if taken:
+        lines.append(messages.line("hops", language, queries=" · ".join(taken)))
+    if decision.stop not in (None, "sufficient"):
+        lines.append(messages.line("stop", language, reason=messages.reason_label(decision.stop, language)))
+    return lines
+
+
 async def judge(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     language, facts, evidence = ctx.language, state["facts"], state["evidence"]
@@ -119,11 +135,6 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
                                         max_tokens=300)
     if verdict is None:
         verdict = rules_verdict(loop.tasks, covered)
-    status = messages.status_label(verdict.status, language)
-    if verdict.missing:
-        emit(Step(messages.line("verdict_missing", language, status=status, missing=", ".join(verdict.missing))))
-    else:
-        emit(Step(messages.line("verdict", language, status=status)))
 
     limits = Limits(max_rounds=research_rounds(ctx.config.max_iterations, ctx.answer.depth),
                     tokens_left=ctx.config.token_budget - (state["usage"] + usage).total_tokens,
@@ -153,11 +164,8 @@ async def judge(state: State, runtime: Runtime[Context]) -> dict:
                       # other wordings only where a task is researched again (most verdicts refine none)
                       alternatives=alternatives(loop.tasks, ctx) if any(refines(t, verdict) for t in loop.tasks)
                       else None)
-    taken = list(dict.fromkeys(q for t in decision.tasks for q in t.queries if q in hops))
-    if taken:  # said only when the next round searches them
-        emit(Step(messages.line("hops", language, queries=" · ".join(taken))))
-    if decision.stop not in (None, "sufficient"):
-        emit(Step(messages.line("stop", language, reason=messages.reason_label(decision.stop, language))))
+    for line in decision_lines(verdict, decision, hops, language):
+        emit(Step(line))
     # sub-questions that waited for earlier findings are sharpened with them; the rest are refinements
     ready = [with_findings(t, loop.tasks, facts, evidence) for t in decision.tasks if t.after]
     refined = [t for t in decision.tasks if not t.after]

@@ -28,6 +28,7 @@ from graph.answer.events import (
     emit,
 )
 from graph.answer.ledger import Ledger, answer_order, cut_at_word, fence_rule, page_label
+from graph.answer.prompts import clauses
 from graph.clients.llm import LLMError, StreamEnd
 from graph.clients.prefetch import Prefetched
 from graph.config import PipelineConfig
@@ -249,10 +250,11 @@ ANSWER_BLOCKS = ("evidence", "documents", "gaps", "facts", "sides")  # an answer
 
 
 def prompt_lines(ctx: Context, name: str, question: str, **values: object) -> list[str]:
-    """The lines of an answer prompt a model may copy instead of answering (`EchoGate`): the template's own,
-    the question alone and the key-facts heading."""
+    """The lines of an answer prompt a model may copy instead of answering (`EchoGate`): the template's own and
+    their clauses, the question alone and the key-facts heading (`stream_into` adds the system prompt's)."""
     blocks = tuple(b for b in ANSWER_BLOCKS if b not in values)
-    lines = ctx.prompts.fixed_lines(name, ctx.language, blocks, question=question, **values)
+    lines = [*ctx.prompts.fixed_lines(name, ctx.language, blocks, question=question, **values),
+             *ctx.prompts.fixed_clauses(name, ctx.language, blocks, question=question, **values)]
     # the evidence block's opening rule, as it reads once its marks are taken out (the 1.5B model copied it once),
     # also with its second sentence already redacted by the leak filter (which reads the text first)
     rule = fence_rule(ctx.language, "")
@@ -273,12 +275,14 @@ async def stream_into(answer: AnswerStream, ctx: Context, system: str, user: str
                       heading: str = "", echo: list[str] | None = None, step: str = "synthesize",
                       call: Prefetched | None = None) -> Usage:
     """One streamed model call written into the answer as it arrives (cut when the model loops or starts a
-    sources list of its own, `SourceListGate`; lines copied from its prompt, `echo`, dropped); `heading` (the
-    service's text) goes out with the first piece, so a call that fails at once has written nothing. `call`:
-    the same call already started (`Prefetched`, a comparison's later side), read instead of starting one."""
+    sources list of its own, `SourceListGate`; lines copied from its prompt, `echo` and the `system` prompt's
+    lines and clauses, dropped); `heading` (the service's text) goes out with the first piece, so a call that
+    fails at once has written nothing. `call`: the same call already started (`Prefetched`, a comparison's
+    later side), read instead of starting one."""
     assert ctx.llm is not None
     usage = Usage()
-    answer.echo.expect(echo or [])
+    # the system prompt is the service's text only (rules, style): split whole into clauses, no value is cut
+    answer.echo.expect([*(echo or []), *system.splitlines(), *clauses(system)])
     answer.step = step  # `answer.close()` reports the echo guard's verdicts on this call
     max_tokens = answer_tokens(ctx, max_tokens)
 
@@ -413,11 +417,11 @@ async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[st
     """The answer: the model's (or, without one, the template's) text, the claim check, gaps, sources."""
     language, question, route, facts = ctx.language, state["question"], state["route"], state["facts"]
     usage = Usage()
-    if not ledger:
+    if not ledger:  # the service's own text: no model filter has anything to hold back or check in it
         names = ", ".join(ctx.display(c) for c in route.collections)
-        answer.write(messages.line("nothing", language, names=names))
+        answer.write(messages.line("nothing", language, names=names), check=False)
         for gap in gaps:
-            answer.write(f"\n\n{gap}")
+            answer.write(f"\n\n{gap}", check=False)
         emit(Finished(messages.line("finished_none", language)))
         return usage
 
