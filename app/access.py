@@ -1,9 +1,12 @@
-"""Collections per caller (README, Collections per caller): the access file (`ACCESS_FILE`) and who is asking.
+"""Collections per caller (docs/LIBRARY.md, "Who may read and write"): the access file (`ACCESS_FILE`) and who is asking.
 
-Without an access file every configured collection is open to every caller. With one, the collections it lists
-as `restricted` are searched only for a caller holding a grant for them: by API key (its key id,
-`graph.clients.cache.tenant_of`, never the key itself) or, behind Open WebUI, by the user's e-mail, role or group. Who
-the user is comes from the signed `X-OpenWebUI-User-Jwt` (HS256, `USER_JWT_SECRET`), or from the plain
+Without an access file every collection the library holds is open to every caller, for reading and for writing
+(uploads, attaching and deleting files: the single-user default). With one, a collection is open to read when the
+file's `default` is "open" (the default) and the file does not list it as `restricted`; any other collection is
+searched only for a caller holding a grant for it, and writing needs a grant with `"write": true`. A grant names
+collections, or "*" for every one, those created later included. Grants go by API key (its key id,
+`graph.clients.cache.tenant_of`, never the key itself) or, behind Open WebUI, by the user's e-mail, role or group.
+Who the user is comes from the signed `X-OpenWebUI-User-Jwt` (HS256, `USER_JWT_SECRET`), or from the plain
 `X-OpenWebUI-User-*` headers when the API key is a trusted proxy; from any other key those headers are ignored,
 since any client can send them. Groups are not in Open WebUI's token: they come in a plain header (a custom
 header `{{USER_GROUPS}}`), so they count from a trusted proxy only.
@@ -65,7 +68,8 @@ class Grant(BaseModel):
     email: str | None = None
     role: str | None = None
     group: str | None = None
-    collections: list[str] = Field(min_length=1)
+    collections: list[str] = Field(min_length=1)  # "*": every collection, those created later too
+    write: bool = False  # may also upload files into these collections, attach and delete them
 
     @model_validator(mode="after")
     def _one_subject(self) -> Grant:
@@ -86,41 +90,59 @@ class Grant(BaseModel):
             return bool(user.role) and _fold(self.role) == _fold(user.role)
         return _fold(self.group or "") in {_fold(g) for g in user.groups}
 
+    def covers(self, collection: str) -> bool:
+        return collection in self.collections or ALL in self.collections
+
 
 class AccessFile(BaseModel):
-    """`{"restricted": [...], "trusted_proxies": [<key id>], "grants": [{"key" | "email" | "role" | "group": ...,
-    "collections": [...]}]}`."""
+    """`{"default": "open" | "restricted", "restricted": [...], "trusted_proxies": [<key id>], "grants": [{"key" |
+    "email" | "role" | "group": ..., "collections": [...], "write": false}]}`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    default: Literal["open", "restricted"] = "open"  # a collection the file does not list (one created later too)
     restricted: list[str] = []
     trusted_proxies: list[KeyId] = []
     grants: list[Grant] = []
 
     def named(self) -> set[str]:
-        return set(self.restricted) | {name for grant in self.grants for name in grant.collections}
+        return (set(self.restricted) | {name for grant in self.grants for name in grant.collections}) - {ALL}
+
+    def open(self, collection: str) -> bool:
+        return self.default == "open" and collection not in self.restricted
 
 
-def visible_collections(configured: Sequence[str], access: AccessFile | None, caller: Caller) -> tuple[str, ...]:
-    """The collections a caller may search, in configuration order: the open ones and those granted to its key
+ALL = "*"
+
+
+def visible_collections(held: Sequence[str], access: AccessFile | None, caller: Caller) -> tuple[str, ...]:
+    """The collections a caller may search, in catalog order: the open ones and those granted to its key
     or its user (e-mail, role, groups). No access file: all of them."""
     if access is None:
-        return tuple(configured)
-    granted = {name for grant in access.grants if grant.holds(caller) for name in grant.collections}
-    restricted = set(access.restricted)
-    return tuple(name for name in configured if name not in restricted or name in granted)
+        return tuple(held)
+    grants = [grant for grant in access.grants if grant.holds(caller)]
+    return tuple(name for name in held if access.open(name) or any(grant.covers(name) for grant in grants))
 
 
-def load_access(path: Path, configured: Iterable[str]) -> AccessFile:
-    """The access file, checked against the configured collections: a name that is not one of them is an error
-    at startup (a misspelt restriction would leave the collection open)."""
+def may_write(access: AccessFile | None, caller: Caller, collection: str) -> bool:
+    """Whether a caller may upload into `collection`, attach files to it and delete them: a write grant of
+    its own for it (or "*"). No access file: everyone may (the single-user default)."""
+    if access is None:
+        return True
+    return any(grant.write and grant.covers(collection) for grant in access.grants if grant.holds(caller))
+
+
+def load_access(path: Path, held: Iterable[str]) -> AccessFile:
+    """The access file; a collection it names that the library does not hold (yet) is logged at startup, since
+    a misspelt restriction would leave the collection open (a `default` of "restricted" leaves nothing open
+    by mistake)."""
     try:
         access = AccessFile.model_validate(json.loads(Path(path).read_text("utf-8")))
     except (OSError, ValueError, ValidationError) as exc:
         raise ValueError(f"access file {path}: {exc}") from None
-    unknown = sorted(access.named() - set(configured))
+    unknown = sorted(access.named() - set(held))
     if unknown:
-        raise ValueError(f"access file {path}: unknown collections {', '.join(unknown)} "
-                         f"(configured: {', '.join(configured)})")
+        log.warning("access file %s: collections %s are not in the library (yet; held: %s)", path,
+                    ", ".join(unknown), ", ".join(held))
     return access
 
 
@@ -153,9 +175,8 @@ class Access:
     """The access file and the user-identity settings, built once per process; per request `identify` then
     `visible`."""
 
-    def __init__(self, settings: Settings, configured: Sequence[str]) -> None:
-        self.file = load_access(settings.access_file, configured) if settings.access_file else None
-        self.configured = tuple(configured)
+    def __init__(self, settings: Settings, held: Sequence[str]) -> None:
+        self.file = load_access(settings.access_file, held) if settings.access_file else None
         self.jwt_secret = settings.user_jwt_secret
         self.jwt_header = settings.user_jwt_header.lower()
         self.groups_header = settings.user_groups_header.lower()
@@ -185,5 +206,9 @@ class Access:
             user = User(user.source, user.sub, user.email, user.role, groups_of(headers.get(self.groups_header, "")))
         return Caller(key_id, user)
 
-    def visible(self, caller: Caller) -> tuple[str, ...]:
-        return visible_collections(self.configured, self.file, caller)
+    def visible(self, caller: Caller, held: Sequence[str]) -> tuple[str, ...]:
+        """The collections of `held` (the library's, in catalog order) that `caller` may search."""
+        return visible_collections(held, self.file, caller)
+
+    def may_write(self, caller: Caller, collection: str) -> bool:
+        return may_write(self.file, caller, collection)

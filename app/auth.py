@@ -38,6 +38,11 @@ async def check_api_key(request: Request) -> None:
     _check(request)
 
 
+def require_api_key(request: Request) -> None:
+    """`check_api_key` inside a route that opens with another credential too (a signed link)."""
+    _check(request)
+
+
 async def caller(request: Request) -> Caller:
     """The calling key's id and, behind Open WebUI, its user (`app.access`); 401 for an invalid user token.
     After `check_api_key`: the key is one of API_KEYS (or none are configured)."""

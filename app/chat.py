@@ -50,10 +50,13 @@ from graph.answer.events import (
 )
 from graph.clients.cache import cache_key
 from graph.clients.llm import LLMError
+from graph.clients.mcp_client import DocumentError
 from graph.collections import Catalog
 from graph.context import AnswerOptions, Context
 from graph.models import Turn
+from graph.nodes.search import first_round
 from graph.runner import run_pipeline, start
+from graph.state import State
 from graph.text.language import detect_language
 from textkit.untrusted import no_surrogates
 
@@ -175,20 +178,25 @@ async def pipeline_events(
     A complete, undegraded answer is kept in the response cache; the same conversation from the same API
     key, seeing the same collections, then replays it (think lines, sources, answer) without running the
     pipeline. The collections are part of the key: an answer researched for a user behind a key who may see more
-    is never replayed to one who may see less."""
+    is never replayed to one who may see less. So is what they hold (`Catalog.holdings`, the library's version of
+    each): once a document is added to or removed from one of them, the question is researched again. A library
+    that does not say what its collections hold (an external server without versions) has the cached answer checked
+    against the evidence instead: the first research round is run again (searching costs milliseconds, the model
+    call is what the cache saves) and the answer replayed only when it finds the same passages."""
     settings = services.settings
     answer = answer or AnswerOptions()
-    key = cache_key("answer", tenant, context.catalog.names, model, services.fingerprint,
+    catalog = context.catalog
+    key = cache_key("answer", tenant, catalog.names, catalog.described, catalog.holdings, model, services.fingerprint,
                     [(t.role, " ".join(t.content.split())) for t in turns], asdict(answer))
+    state, context = start(turns, context, tenant, answer)
     if settings.response_cache:
         hit = await services.cache.get(key)
-        if hit is not None:
+        if isinstance(hit, dict) and await _still_holds(hit.get("evidence"), state, context):
             yield Step(messages.line("cached", detect_language(turns[-1].content)))
-            for record in hit:
+            for record in hit.get("events", []):
                 event = from_record(record)
                 yield replace(event, cached=True) if isinstance(event, Searched) else event
             return
-    state, context = start(turns, context, tenant, answer)
     recorded: list[ThoughtEvent] = []
     cacheable = settings.response_cache
     try:
@@ -201,7 +209,9 @@ async def pipeline_events(
                     recorded.append(event)
                 yield event
         if cacheable:
-            await services.cache.set(key, [to_record(e) for e in recorded], settings.cache_ttl_s)
+            evidence = None if catalog.holdings is not None else await _evidence_key(state, context)
+            await services.cache.set(key, {"events": [to_record(e) for e in recorded], "evidence": evidence},
+                                     settings.cache_ttl_s)
     except TimeoutError:
         yield ErrorEvent(f"request timed out after {services.settings.request_timeout_s:.0f}s", "timeout")
     except LLMError as exc:  # only where no honest partial answer exists: a JSON answer the model could not write
@@ -209,6 +219,23 @@ async def pipeline_events(
     except Exception as exc:  # a bug must not become a hung or broken stream
         log.exception("pipeline failed")
         yield ErrorEvent(f"internal error in the pipeline ({type(exc).__name__})")
+
+
+async def _evidence_key(state: State, context: Context) -> str | None:
+    """A hash of the passages the first research round finds (ids and text), or None when it fails."""
+    try:
+        found = await first_round(state, context)
+    except DocumentError:
+        return None
+    return cache_key("evidence", sorted((e.id, e.text) for e in found))
+
+
+async def _still_holds(evidence: str | None, state: State, context: Context) -> bool:
+    """Whether a cached answer may be replayed: the library says what the collections hold (then the key says it
+    all), or the first research round finds the passages it found when the answer was made."""
+    if context.catalog.holdings is not None:
+        return True
+    return evidence is not None and await _evidence_key(state, context) == evidence
 
 
 def _sse(data: dict[str, Any]) -> dict[str, str]:

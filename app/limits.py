@@ -1,7 +1,9 @@
 """Request body size limit (413).
 
 Starlette has no built-in body limit, so this small ASGI middleware rejects a too large Content-Length at
-once and otherwise reads the body (at most `max_bytes`) before the app does, then replays it.
+once and otherwise reads the body (at most `max_bytes`) before the app does, then replays it. An upload
+(`POST /v1/files`, `streamed`) passes through: its route writes the file to disk as it arrives and enforces a limit of
+its own (`app.uploads`, MAX_UPLOAD_BYTES).
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import error_response
 
+STREAMED = frozenset({("POST", "/v1/files")})  # (method, path) of the routes that read their body as it arrives
+
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, streamed: frozenset[tuple[str, str]] = STREAMED) -> None:
+        self.app, self.max_bytes, self.streamed = app, max_bytes, streamed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS") or \
+                (scope["method"], scope["path"].rstrip("/")) in self.streamed:
             await self.app(scope, receive, send)
             return
         length = dict(scope.get("headers") or []).get(b"content-length", b"")

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.errors import install_error_handlers
+from app.library_routes import router as library_router
 from app.limits import BodyLimitMiddleware
 from app.observability import Metrics, RequestIdMiddleware, configure_logging, monitor_loop_lag
 from app.ratelimit import RateLimiter
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(router)
+    app.include_router(library_router)
     tracing.instrument(app)  # the server span, around everything above
     return app
 

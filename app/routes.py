@@ -54,8 +54,11 @@ SNIPPET_CHARS = 300  # of a passage in /v1/search
 
 
 async def services(request: Request) -> Services:
+    """The process's services, their catalog brought up to what the library holds (`Services.follow_library`)."""
     # async: a plain `def` dependency would run in FastAPI's thread pool, a thread hop per request
-    return request.app.state.services
+    svc: Services = request.app.state.services
+    await svc.follow_library()
+    return svc
 
 
 ServicesDep = Annotated[Services, Depends(services)]
@@ -109,7 +112,7 @@ async def retrieve_model(model: str, request: Request) -> ModelCard:
 async def chat_completions(body: ChatCompletionRequest, request: Request, svc: ServicesDep, who: CallerDep):
     validate(body, svc)
     turns = conversation(body)
-    visible = svc.access.visible(who)
+    visible = svc.access.visible(who, svc.catalog.names)
     context = caller_context(svc, visible, body.filters)
     task = detect_task(body.model, request.headers.get("x-openwebui-task"), turns[-1].content, svc.settings)
     if task is not None:
@@ -135,14 +138,20 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, svc: S
 async def search(body: SearchRequest, svc: ServicesDep, who: CallerDep) -> SearchResponse:
     """The passages the first research round would gather for `query` (`graph/nodes/search.py`), with the caller's
     access and the request's filters, best first."""
-    context = caller_context(svc, svc.access.visible(who), body.filters)
-    state, context = start([Turn(role="user", content=body.query)], context, who.key_id,
-                           AnswerOptions(filters=search_filters(body.filters)))
+    found = await found_passages(svc, who, body.query, body.filters)
+    return SearchResponse(data=[passage(e) for e in found[: body.top_k]])
+
+
+async def found_passages(svc: Services, who: Caller, query: str, filters: RequestFilters | None) -> list[Evidence]:
+    """What `/v1/search` (and a vector store's search) finds: the first research round for `query`, in the
+    collections the caller may see cut to `filters`, best first; 502 when the document server fails."""
+    context = caller_context(svc, svc.access.visible(who, svc.catalog.names), filters)
+    state, context = start([Turn(role="user", content=query)], context, who.key_id,
+                           AnswerOptions(filters=search_filters(filters)))
     try:
-        found = await first_round(state, context)
+        return await first_round(state, context)
     except DocumentError as exc:
         raise APIError(502, f"the document server failed: {exc}", code="upstream_error") from exc
-    return SearchResponse(data=[passage(e) for e in found[: body.top_k]])
 
 
 def passage(e: Evidence) -> Passage:
@@ -162,7 +171,7 @@ async def ready(request: Request, svc: ServicesDep) -> JSONResponse:
     when API_KEYS is set, unless METRICS_PUBLIC=true: a load balancer needs the status, not the topology. The
     collections listed are those the key may search (README, Collections per caller); user headers play no
     part here."""
-    report = await svc.readiness(svc.access.visible(Caller(tenant_of(bearer_token(request)))))
+    report = await svc.readiness(svc.access.visible(Caller(tenant_of(bearer_token(request))), svc.catalog.names))
     status = 200 if report["status"] == "ready" else 503
     if not (svc.settings.metrics_public or has_valid_key(request)):
         report = {"status": report["status"]}

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
+import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from app.access import Access
+from app.library import LibraryService, library_index
+from app.links import link_key, signed_link
 from app.settings import Settings
 from app.tracing import Tracing
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
 from graph.clients.cache import Cache, cache_key, make_cache
 from graph.clients.llm import LLMClient
-from graph.clients.mcp_client import DocumentClient, VisibleDocuments
-from graph.collections import Catalog, load_catalog
+from graph.clients.mcp_client import DocumentClient, DocumentError, VisibleDocuments
+from graph.collections import Catalog, library_catalog, load_catalog
 from graph.context import Context
 
 log = logging.getLogger(__name__)
@@ -29,14 +34,20 @@ class Services:
     cache: Cache  # answers (here) and plans (in the pipeline)
     access: Access  # who may search which collection
     embedded: Any = None  # docserver.embedded.EmbeddedServer when the reference server runs in-process
+    # the collections file as written: what the library holds is described by it (`graph/collections.py`)
+    configured: Catalog | None = None
+    library: LibraryService | None = None  # uploads, when the service can write the library (`app.library`)
+    link_key: bytes = b""  # signs the links that open a library file (`app.links`)
     # the context of each set of visible collections seen so far: a few sets at most, one per kind of caller
     views: dict[tuple[str, ...], Context] = field(default_factory=dict)
+    _checked: float = -float("inf")  # time.monotonic() of the last look at the library
+    _looking: asyncio.Task[None] | None = None
+    _unreachable: str = ""  # why the last look failed, logged once
 
     @classmethod
     async def start(cls, settings: Settings, tracing: Tracing | None = None) -> Services:
         tracing = tracing or Tracing()
         catalog = load_catalog(settings.collections_file)
-        access = Access(settings, catalog.names)  # before anything starts: a wrong access file stops the service
         embedded, url, token = None, settings.mcp_server_url.strip(), settings.mcp_auth_token
         if not url:
             from docserver.embedded import serve_in_background
@@ -57,8 +68,14 @@ class Services:
                 tracer=tracing.tracer,
                 capture_content=tracing.capture_content,
             )
+        index = library_index(settings, embedded is not None)
+        file_link, key = None, b""  # a passage from a file the service keeps links to it (only it serves the file)
+        if index is not None:
+            key = await asyncio.to_thread(link_key, settings.link_secret, index.parent)
+            file_link = partial(signed_link, public_url(settings), key)
         docs = DocumentClient(
             url,
+            file_link=file_link,
             timeout_s=settings.mcp_timeout_s,
             display_names=catalog.display_names(),
             mode=settings.mcp_protocol,
@@ -72,12 +89,62 @@ class Services:
                      "evidence_tokens", "focus_documents", "pair_focus", "answer_max_tokens", "auto_cite", "model_route", "model_summary",
                      "model_decompose", "model_condense"}
         )
-        fingerprint = cache_key("config", relevant, [c.model_dump() for c in catalog.collections], prompts.version)
+        # the collections themselves are in every cache key (`Catalog.described`, `.holdings`): they change while
+        # the service runs
+        fingerprint = cache_key("config", relevant, prompts.version)
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
         fence = {"fence_key": settings.fence_key.encode()} if settings.fence_key else {}
         context = Context(llm=llm, docs=docs, catalog=catalog, prompts=prompts, config=settings.pipeline, cache=cache,
                           fingerprint=fingerprint, tracer=tracing.tracer, **fence)
-        return cls(settings, build_graph(), context, cache, access, embedded)
+        services = cls(settings, build_graph(), context, cache, Access(settings, ()), embedded, configured=catalog,
+                       link_key=key)
+        await services.follow_library()
+        # an access file that cannot be read stops the service before it answers anything
+        services.access = Access(settings, services.catalog.names)
+        if index is not None:
+            services.library = LibraryService(settings, index, services.access, docs, services.library_changed)
+            await services.library.resume()
+        return services
+
+    async def library_changed(self) -> None:
+        """Look at the library now (a file was just read into it), not at the next interval."""
+        self._checked = -float("inf")
+        await self.follow_library()
+
+    async def follow_library(self) -> None:
+        """Bring the catalog up to what the document library holds (`graph/collections.py`: `library_catalog`),
+        asking it at most every LIBRARY_REFRESH_S: a collection created by an ingest or an upload is routed to,
+        searched and accepted in `filters` from then on, and one removed is not. Requests arriving while the
+        library is being asked wait for the same answer. When it cannot be asked, the catalog stays as it was."""
+        task = self._looking
+        if task is None or task.done():
+            now = time.monotonic()
+            if now - self._checked < self.settings.library_refresh_s:
+                return
+            self._checked = now
+            # in a context of its own: the look serves every request waiting on it, so it is none's step (no span,
+            # no trace parent, no request id of one of them)
+            task = self._looking = asyncio.create_task(self._look(), name="library", context=contextvars.Context())
+        await asyncio.shield(task)
+
+    async def _look(self) -> None:
+        try:
+            held, complete = await self.docs.collections()
+        except DocumentError as exc:
+            if str(exc) != self._unreachable:
+                log.warning("the document library could not say which collections it holds (%s); "
+                            "keeping %s", exc, ", ".join(self.catalog.names))
+            self._unreachable = str(exc)
+            return
+        self._unreachable = ""
+        catalog = library_catalog(self.configured or self.catalog, held, complete=complete)
+        if (catalog.described, catalog.versions) == (self.catalog.described, self.catalog.versions):
+            return
+        if catalog.names != self.catalog.names:
+            log.info("collections in the library: %s", ", ".join(catalog.names))
+        self.docs.describe(catalog.display_names())
+        self.context = replace(self.context, catalog=catalog)
+        self.views = {}
 
     def context_for(self, visible: tuple[str, ...]) -> Context:
         """The pipeline context of a caller who may search `visible` (not empty): its catalog holds those
@@ -125,15 +192,27 @@ class Services:
             "cache": {"backend": "redis" if self.settings.redis_url else "memory", "reachable": cache_ok,
                       "hits": self.cache.hits, "misses": self.cache.misses},
             "collections": list(collections),
+            "uploads": self.library is not None,
         }
 
     async def aclose(self) -> None:
+        if self.library:
+            await self.library.aclose()
         await self.cache.aclose()
         await self.docs.aclose()
         if self.llm:
             await self.llm.aclose()
         if self.embedded:
             await self.embedded.stop()
+
+
+def public_url(settings: Settings) -> str:
+    """Where users reach the service: PUBLIC_URL, else its own host and port (localhost when it listens on every
+    address, which is no address to link to)."""
+    if settings.public_url.strip():
+        return settings.public_url.strip().rstrip("/")
+    host = "localhost" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{f'[{host}]' if ':' in host else host}:{settings.port}"
 
 
 async def _true() -> bool:

@@ -44,7 +44,18 @@ class Settings(BaseSettings):
     mcp_protocol: Literal["legacy", "auto"] = "auto"
     # bearer token sent to MCP_SERVER_URL (`Authorization: Bearer …`); the embedded server gets a random one
     mcp_auth_token: str = Field("", repr=False)
-    collections_file: Path = ROOT / "graph" / "collections.json"
+    collections_file: Path = ROOT / "graph" / "collections.json"  # describes the library's collections
+    # how often, at most, the service asks the library which collections it holds (docs/LIBRARY.md)
+    library_refresh_s: float = Field(1.0, ge=0)
+    # uploads through /v1/files and /v1/vector_stores (docs/LIBRARY.md): "auto" = when the service can write the
+    # library (the embedded document server, or DOCSERVER_INDEX shared with a standalone one)
+    uploads: Literal["auto", "off"] = "auto"
+    max_upload_bytes: int = Field(200 * 1024 * 1024, ge=1)
+    ingest_workers: int = Field(1, ge=1)  # processes reading uploaded files into collections
+    # where users reach the service: the base of the links that open a library file (sources that open);
+    # empty = http://HOST:PORT (localhost for 0.0.0.0)
+    public_url: str = ""
+    link_secret: str = Field("", repr=False)  # signs those links; empty = a key kept beside the library's index
     prompts_dir: Path = ROOT / "prompts"
 
     # HTTP

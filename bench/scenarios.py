@@ -636,7 +636,7 @@ async def security_overhead(lab: Lab, requests: int) -> dict[str, list[float]]:
                             "exp": int(time.time()) + 300}, secret, algorithm="HS256")
         headers = {"x-openwebui-user-jwt": token}
         t0 = time.perf_counter()
-        access.visible(access.identify(headers, "0123456789abcdef"))
+        access.visible(access.identify(headers, "0123456789abcdef"), catalog.names)
         out["access"].append(time.perf_counter() - t0)
         evidence = passages[i % len(passages)]
         screen_text.cache_clear()

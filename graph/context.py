@@ -116,12 +116,14 @@ class Context:
 
     async def cached(self, kind: str, key: object, compute: Callable[[], Awaitable[tuple[Any, Usage]]]
                      ) -> tuple[Any, Usage]:
-        """`compute()` -> (value, usage), memoised in the plan cache under (kind, tenant, visible collections,
-        fingerprint, key): a plan made for a caller who sees more collections is never reused for one who sees
-        fewer (it could route to, or word a query for, a collection hidden from them)."""
+        """`compute()` -> (value, usage), memoised in the plan cache under (kind, tenant, visible collections as
+        described and as they hold, fingerprint, key): a plan made for a caller who sees more collections is never
+        reused for one who sees fewer (it could route to, or word a query for, a collection hidden from them), nor
+        once a collection it could route to changed."""
         if self.cache is None:
             return await compute()
-        name = cache_key(kind, self.tenant, self.catalog.names, self.fingerprint, key)
+        catalog = self.catalog
+        name = cache_key(kind, self.tenant, catalog.names, catalog.described, catalog.holdings, self.fingerprint, key)
         hit = await self.cache.get(name)
         if hit is not None:
             return hit, Usage()

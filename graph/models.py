@@ -3,11 +3,14 @@ invariants of what a document server sends: `Evidence` holds its metadata as pla
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from textkit.untrusted import body, plain, safe_url
+
+FILE_ID = re.compile(r"^file-[0-9a-f]{24}$")  # the library's file ids (`/v1/files/{id}`)
 
 QueryType = Literal["factual", "exploratory", "deep_dive", "comparative"]
 Language = Literal["nl", "en"]
@@ -30,6 +33,7 @@ class Evidence(BaseModel):
     relevance: float = 0.0
     summary: bool = False  # a paraphrase, not the official text of the source
     withheld: int = 0  # sentences addressed to the model taken out of it (`graph.text.injection.screen`)
+    file_id: str = ""  # the library's original of its document (`/v1/files/{file_id}/content`), when it keeps one
 
     @field_validator("id", "title", "section", "doc_id", "collection")
     @classmethod
@@ -48,6 +52,11 @@ class Evidence(BaseModel):
     def _web_link(cls, value: str) -> str:
         """A link from a document is kept only as an http(s) link: a `javascript:` or `data:` URL is dropped."""
         return safe_url(value)
+
+    @field_validator("file_id")
+    @classmethod
+    def _library_file(cls, value: str) -> str:
+        return value if FILE_ID.fullmatch(value) else ""
 
 
 class Fact(BaseModel):

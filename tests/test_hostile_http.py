@@ -253,7 +253,7 @@ def test_a_stream_failing_before_any_event_ends_with_error_and_done(docserver_ur
 
 def test_a_stream_failing_in_the_think_block_closes_it_then_errors(docserver_url: str) -> None:
     """The replay has sent think lines when a record it cannot read comes: the think block is closed first."""
-    entry = json.dumps([{"type": "Step", "text": "Zoeken in de ANVS-bronnen"}, {"type": "NoSuchEvent"}])
+    entry = json.dumps({"events": [{"type": "Step", "text": "Zoeken in de ANVS-bronnen"}, {"type": "NoSuchEvent"}]})
     with cached_service(docserver_url, entry) as base:
         content, _ = assert_ends_with_an_error_event(streamed(base))
     assert content.startswith("<think>") and "Zoeken in de ANVS-bronnen" in content
@@ -261,8 +261,9 @@ def test_a_stream_failing_in_the_think_block_closes_it_then_errors(docserver_url
 
 
 def test_a_stream_failing_during_the_answer_ends_with_error_and_done(docserver_url: str) -> None:
-    entry = json.dumps([{"type": "Step", "text": "Zoeken"}, {"type": "AnswerDelta", "text": "De vergunning vervalt "},
-                        {"type": "AnswerDelta"}])  # no text: the record cannot be read
+    entry = json.dumps({"events": [{"type": "Step", "text": "Zoeken"},
+                                   {"type": "AnswerDelta", "text": "De vergunning vervalt "},
+                                   {"type": "AnswerDelta"}]})  # no text: the record cannot be read
     with cached_service(docserver_url, entry) as base:
         content, _ = assert_ends_with_an_error_event(streamed(base))
     assert content.endswith("</think>\n\nDe vergunning vervalt ")
@@ -273,7 +274,7 @@ def test_a_stream_failing_in_its_finish_ends_with_error_and_done(docserver_url: 
     page is no number."""
     source = {"type": "SourceFound", "number": 1, "title": "Kernenergiewet", "collection": "wetten",
               "url": "https://wetten.overheid.nl/BWBR0002402", "evidence_id": "wetten/kew#1", "page": "vijf"}
-    entry = json.dumps([source, {"type": "AnswerDelta", "text": "De vergunning vervalt in 2033 [1]."}])
+    entry = json.dumps({"events": [source, {"type": "AnswerDelta", "text": "De vergunning vervalt in 2033 [1]."}]})
     with cached_service(docserver_url, entry) as base:
         content, _ = assert_ends_with_an_error_event(streamed(base))
     assert content.endswith("De vergunning vervalt in 2033 [1].")
@@ -283,7 +284,7 @@ def test_a_lone_surrogate_from_a_source_goes_out_as_a_replacement_character(docs
     """Text the service did not get from the client (an upstream's or a cached reply: JSON can carry `\\ud800`)
     cannot be refused with a 400; it goes out as U+FFFD. At HEAD sse-starlette failed to encode it and the
     connection died mid-stream."""
-    entry = '[{"type": "AnswerDelta", "text": "De vergunning \\ud800 vervalt in 2033."}]'
+    entry = '{"events": [{"type": "AnswerDelta", "text": "De vergunning \\ud800 vervalt in 2033."}]}'
     with cached_service(docserver_url, entry) as base:
         raw = streamed(base)
     payloads = sse_events(httpx.Response(200, text=raw))

@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +32,7 @@ from opentelemetry.trace import Span, SpanKind, Tracer
 from graph.clients.mcp_direct import DirectCalls, per_request
 from graph.clients.tracing import NOOP, safe_span
 from graph.clients.transport import IDLE_EXPIRY_S, bearer_headers, failure_name
+from graph.collections import Held
 from graph.models import Evidence
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,7 @@ def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
                 page_end=_page(meta.get("page_end")),
                 relevance=float(source.get("relevance") or 0.0),
                 summary=str(meta.get("kind") or "").lower() == "summary",
+                file_id=str(meta.get("file_id") or ""),
             )
         )
     return evidence
@@ -169,6 +171,32 @@ def parse_document_list(markdown: str, display_to_name: dict[str, str]) -> list[
             year = int(m["year"])
     flush()
     return refs
+
+
+def parse_collections(text: str) -> list[Held]:
+    """`list_collections` JSON (`{"collections": [{"name", "display_name", "version", "titles", ...}]}`); an entry
+    that is not a valid collection is left out (named in the log), a reply that is not that JSON is a
+    DocumentError."""
+    try:
+        entries = json.loads(text)["collections"]
+        if not isinstance(entries, list):
+            raise TypeError("collections is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DocumentError(f"list_collections: not a collection list ({type(exc).__name__})") from None
+    held = []
+    for entry in entries:
+        try:
+            held.append(Held.model_validate(entry))
+        except ValueError:
+            log.warning("list_collections: an entry that is no valid collection was left out")
+    return held
+
+
+def _held(name: str, titles: list[str]) -> Held | None:
+    try:
+        return Held(name=name, titles=titles)
+    except ValueError:
+        return None
 
 
 class _Session:
@@ -222,12 +250,25 @@ class _Session:
             self.ready.exception()  # mark a failed handshake as retrieved
 
 
+FileLink = Callable[[str, int | None], str]  # (file id, page) -> a link that opens the library's original there
+
+
+def linked(found: list[Evidence], file_link: FileLink | None) -> list[Evidence]:
+    """`found`, a passage whose document has no link of its own but an original in the library (`file_id`) linked
+    to that original at its page (`file_link`, the service's file endpoint): a source that opens."""
+    if file_link is None:
+        return found
+    return [e.model_copy(update={"url": file_link(e.file_id, e.page)}) if e.file_id and not e.url else e
+            for e in found]
+
+
 class DocumentClient:
     def __init__(
         self, url: str, *, timeout_s: float = 20.0, display_names: dict[str, str] | None = None, mode: str = "auto",
-        tracer: Tracer = NOOP, auth_token: str = "",
+        tracer: Tracer = NOOP, auth_token: str = "", file_link: FileLink | None = None,
     ) -> None:
         self.url = url
+        self.file_link = file_link
         # `Authorization: Bearer <auth_token>` on every request (blank: none); private, so no report, repr or span
         # that lists the client's attributes shows it
         self._headers = bearer_headers(auth_token)
@@ -317,7 +358,7 @@ class DocumentClient:
     async def search(self, collection: str, query: str) -> list[Evidence]:
         with self._span("search_collection", collection) as span:
             output = await self._call("search_collection", {"query": query, "collection": collection})
-            found = to_evidence(collection, output)
+            found = linked(to_evidence(collection, output), self.file_link)
             span.set_attribute("neo.results", len(found))
         return found
 
@@ -328,6 +369,22 @@ class DocumentClient:
             span.set_attribute("neo.results", len(found))
         return found
 
+    def describe(self, display_names: dict[str, str]) -> None:
+        """The display names `list_documents` headers are read by (the catalog's, as it changes)."""
+        self._display_to_name = {v.lower(): k for k, v in display_names.items()}
+
+    async def collections(self) -> tuple[list[Held], bool]:
+        """The collections the library holds and whether that is all of them: the server's `list_collections`
+        where it has one (the reference server: every collection, with its version, titles and headings), else
+        the collections `list_documents("*")` names (genai-utils: those with a title matching, five titles each)."""
+        await self._client()
+        if "list_collections" in self.tools:  # no span: a look the service takes every second, not a request's step
+            return parse_collections("\n".join((await self._call("list_collections", {})).texts)), True
+        titles: dict[str, list[str]] = {}
+        for ref in await self.list_documents("*"):
+            titles.setdefault(ref.collection, []).append(ref.title)
+        return [held for name, found in titles.items() if (held := _held(name, found)) is not None], False
+
     async def read_document(self, collection: str, doc_id: str, query: str | None = None) -> list[Evidence]:
         """Full text (or the sections relevant to `query`) as evidence; falls back to search when absent."""
         await self._client()
@@ -335,7 +392,7 @@ class DocumentClient:
             return [e for e in await self.search(collection, query or doc_id) if e.doc_id == doc_id]
         with self._span("read_document", collection) as span:
             output = await self._call("read_document", {"doc_id": doc_id, "collection": collection, "query": query})
-            found = to_evidence(collection, output)
+            found = linked(to_evidence(collection, output), self.file_link)
             span.set_attribute("neo.results", len(found))
         return found
 
