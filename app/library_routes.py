@@ -144,10 +144,11 @@ async def file_content(file_id: str, request: Request, svc: ServicesDep) -> File
         raise not_found("file", file_id)
     media = mimetypes.guess_type(stored.filename)[0] or "application/octet-stream"
     inline = media in INLINE
+    headers = {"X-Content-Type-Options": "nosniff", "Cache-Control": "private, max-age=300"}
+    if not inline:  # (a sandboxed page cannot show a PDF in Chrome's viewer: only what is downloaded gets it)
+        headers["Content-Security-Policy"] = "sandbox"
     return FileResponse(path, media_type=media if inline else "application/octet-stream", filename=stored.filename,
-                        content_disposition_type="inline" if inline else "attachment",
-                        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox",
-                                 "Cache-Control": "private, max-age=300"})
+                        content_disposition_type="inline" if inline else "attachment", headers=headers)
 
 
 @router.delete("/v1/files/{file_id}", response_model=DeletedObject, dependencies=guarded)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import scale, scenarios
+from bench import scale, scenarios, upload
 from bench.harness import (
     LLM_MAX_CONCURRENCY,
     ROOT,
@@ -247,10 +247,17 @@ async def _scale(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namesp
         data["scale"] = await asyncio.to_thread(scale.measure, lab.work, size)
 
 
+async def _upload(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace, sizes: dict[str, int]) -> None:
+    """section 11: chat latency while a 200-page PDF is uploaded and read, beside chat latency without"""
+    size = upload.SMOKE if args.smoke else upload.FULL
+    with section(data, f"Chat while a {size.pages}-page PDF is read (section 11)"):
+        data["upload"] = await upload.measure(lab, size)
+
+
 # --only's names, in the order a run takes them
 PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "profile": _profile,
          "tracing": _tracing, "mcp": _mcp,
-         "cache": _cache, "sweep": _sweep, "security": _security, "scale": _scale}
+         "cache": _cache, "sweep": _sweep, "security": _security, "scale": _scale, "upload": _upload}
 
 
 def main(argv: list[str] | None = None) -> int:

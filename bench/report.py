@@ -18,6 +18,7 @@ from bench import stacks
 from bench.harness import percentile
 from bench.scale import summary as scale_summary
 from bench.scenarios import COMPARATIVE_BY_COLLECTIONS, QUESTIONS, RELAY, SETTLE_S, SIDES, CpuTally, Measured
+from bench.upload import summary as upload_summary
 
 
 def _default(name: str) -> Any:
@@ -46,6 +47,7 @@ TARGETS = {
     "scale_reload_s": 1.0,  # a running server's index brought up to date after one more document
     "scale_search_p95_ms": 50.0,
     "scale_rss_mb": 1024.0,  # the process holding the 20,000-chunk index
+    "upload_ratio": 1.5,  # chat p95 while a 200-page PDF is read / without (total and first answer token)
 }
 EARLIER_CALLS = {"factual": 3, "comparative": 11}
 NOISY = 0.25  # other processes' CPU (share of one core) above which a measurement is called disturbed
@@ -66,6 +68,7 @@ SECTIONS = (
     "## 8c. Tracing on and off",
     "## 9. Access check and instruction filter",
     "## 10. Past a sample corpus: ingest, index update, search, memory",
+    "## 11. Chat while a file is read",
     "## What the numbers show",
 )
 RELAY_ROW = "Service CPU per streamed request vs bare relay"  # the headline row of section 8
@@ -77,6 +80,10 @@ def ms(seconds: float, digits: int = 1) -> str:
 
 def pct(x: float) -> str:
     return f"{x * 100:.0f}%"
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def mark(ok: bool | None) -> str:
@@ -163,6 +170,9 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
                                   f"{hit * 1000:.1f} ms", hit * 1000 < t["cache_hit_ms"]))
     if "scale" in data:
         out["checks"] += scale_checks(data["scale"])
+    if "upload" in data:
+        out["upload"] = {name: upload_summary(setup) for name, setup in data["upload"]["setups"].items()}
+        out["checks"] += upload_checks(out["upload"])
     return out
 
 
@@ -221,6 +231,25 @@ def scale_checks(scale: dict[str, Any]) -> list[tuple[str, str, str, bool | None
         (f"Resident memory of a server holding the {chunks}", f"≤ {t['scale_rss_mb'] / 1024:.0f} GB",
          f"{s['rss_mb']:.0f} MB (peak {s['peak_mb']:.0f} MB)", s["rss_mb"] <= t["scale_rss_mb"]),
     ]
+
+
+# section 11's setups: how the service runs its document server
+UPLOAD_SETUPS = {"embedded": "embedded document server, as `make run`",
+                 "standalone": "standalone document server, as docker-compose"}
+
+
+def upload_verdict(figures: dict[str, Any]) -> bool | None:
+    """Section 11's target: the p95 of the total and of the first answer token during an upload within
+    TARGETS["upload_ratio"] of their p95 without (None when a phase has no answered chat)."""
+    ratios = [figures["ratio"]["total"], figures["ratio"]["first_answer"]]
+    return None if any(math.isnan(r) for r in ratios) else max(ratios) <= TARGETS["upload_ratio"]
+
+
+def upload_checks(upload: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, bool | None]]:
+    """A headline row per setup of section 11."""
+    return [(f"Chat p95 while a {f['pages']:.0f}-page PDF is read vs without ({UPLOAD_SETUPS.get(name, name)})",
+             f"≤ {TARGETS['upload_ratio']}×", f"{f['ratio']['total']:.2f}× total, {f['ratio']['first_answer']:.2f}× "
+             "first answer token", upload_verdict(f)) for name, f in upload.items()]
 
 
 def relay_ratios(tallies: dict[str, CpuTally]) -> dict[str, float]:
@@ -846,6 +875,102 @@ def _scale_section(data: dict[str, Any]) -> str:
     ])
 
 
+def _spread(seconds: list[float]) -> str:
+    """`0.34–1.80 s`, or `–` for none."""
+    if not seconds:
+        return "–"
+    low, high = min(seconds), max(seconds)
+    return f"{low:.2f} s" if low == high else f"{low:.2f}–{high:.2f} s"
+
+
+def _upload_section(data: dict[str, Any], judged: dict[str, Any]) -> str:
+    upload, figures = data["upload"], judged["upload"]
+    size = upload["size"]
+    first = next(iter(figures.values()))
+    latency, verdicts, files, cpu = [], [], [], []
+    for name, f in figures.items():
+        for phase in ("without", "during"):
+            g = f[phase]
+            latency.append([name, phase, g["chats"], g["errors"], *(ms(v, 0) for key in ("ttfb", "first_answer", "total")
+                                                                     for v in g[key]), ms(g["lag_max"], 0)])
+            shares = g["cpu"]
+            cpu.append([name, phase, f"{g['wall_s']:.1f} s", *(pct(shares[key]) for key in (
+                "loop", "threads", "readers", "docserver", "client", "upstream", "other"))])
+        w, d = f["without"], f["during"]
+        verdicts.append([name, f"{ms(w['total'][1], 0)} → {ms(d['total'][1], 0)}", f"{f['ratio']['total']:.2f}×",
+                         f"{ms(w['first_answer'][1], 0)} → {ms(d['first_answer'][1], 0)}",
+                         f"{f['ratio']['first_answer']:.2f}×", f"{ms(w['ttfb'][1], 0)} → {ms(d['ttfb'][1], 0)}",
+                         mark(upload_verdict(f))])
+        where = "the service's process (a thread)" if name == "embedded" else "the document server's process"
+        files.append([name, f"{f['uploads']} × {f['pages']:.0f} pages ({f['mb']:.1f} MB)"
+                      + (f", {f['failed']} failed" if f["failed"] else ""), ms(f["sent_s"], 0),
+                      f"{f['completed_s']:.1f} s ({f['completed_max_s']:.1f} s)", f"{f['pages_per_s']:.0f}",
+                      f"{f['read_s']:.1f} s", f"{f['reloads']} in {where}: {_spread(f['stored_s'])} for the "
+                      f"{len(f['stored_s'])} that brought a document, {_spread(f['other_s'])} for the others "
+                      f"({f['chunks']:,} chunks at the end)"])
+    waited = "; ".join(
+        f"{name}: {f['waited']['chats']} of {f['during']['chats']}, first answer token p95 "
+        f"{ms(f['waited']['first_answer'][1], 0)} ms (first byte {ms(f['waited']['ttfb'][1], 0)} ms) against "
+        f"{ms(f['clear']['first_answer'][1], 0)} ms ({ms(f['clear']['ttfb'][1], 0)} ms) for the others"
+        for name, f in figures.items())
+    warm = ", ".join(f"{name} {s['warm']['completed_s']:.1f} s" for name, s in upload["setups"].items())
+    warm_pages = next(iter(upload["setups"].values()))["warm"]["pages"]
+    return "\n".join([
+        "## 11. Chat while a file is read",
+        "",
+        "Issue 58: a chat stays responsive while a 200-page PDF is read into a collection. Two setups, each a fresh "
+        "service in LLM mode against the fake upstream above, with uploads on and the default `INGEST_WORKERS=1`, one "
+        "after the other, every process free to run on every core: **embedded**, the service as `make run` starts "
+        "it (no `MCP_SERVER_URL`): the reference document server runs on the service's own event loop and reloads "
+        "its index (`DOCSERVER_INDEX`, a new file) in a thread of the service's process; **standalone**, as "
+        "docker-compose runs it: the reference server is a process of its own (`python -m bench.upload docserver`) "
+        "and the service writes the index it serves (`DOCSERVER_INDEX` names that file). `LOG_LEVEL=INFO` in both: "
+        "the file's reading and the index reloads are timed from their log lines.",
+        "",
+        f"In each: a vector store `bench-upload` and a warm-up upload of {warm_pages} pages (it starts the reading "
+        "process, and from then on the factual question searches the new collection in "
+        f"both phases; it took {warm}). Then {plural(size['rounds'], 'round')} of: {size['streams']} chat clients, "
+        f"started {size['stagger_s']:g} s apart, each asking the factual question (“{upload['question']}”, a fresh "
+        f"bearer token every time) {plural(size['quiet_chats'], 'time')} one after the other (**without**); then the "
+        "same clients "
+        f"asking it again and again while a generated {first['pages']:.0f}-page PDF (`bench/scale.py`'s writer, a "
+        "new one each round) is uploaded and read (**during**): `POST /v1/files`, `POST /v1/vector_stores/bench-upload/"
+        f"files`, then a `GET` of the attachment every {upload['poll_s']:g} s until it is `completed`, the requests "
+        "`client.vector_stores.files.upload_and_poll` sends (made with httpx: `make bench` does not install "
+        "`openai`). Every chat started before `completed` counts as during. Times in ms from sending the request, "
+        "as in section 1; lag = the largest `neo_event_loop_lag_seconds` sampled every 0.5 s.",
+        "",
+        table(["setup", "phase", "chats", "errors", "first byte p50", "p95", "first answer token p50", "p95",
+               "total p50", "p95", "lag max (ms)"], latency),
+        "",
+        f"Target: p95 during ≤ {TARGETS['upload_ratio']} × p95 without, for the total and for the first answer token "
+        "(when the answer starts). The first byte (the think block opening) is shown, not judged: a few ms without "
+        "an upload.",
+        "",
+        table(["setup", "total p95 (ms)", "during / without", "first answer token p95 (ms)", "during / without",
+               "first byte p95 (ms)", f"≤ {TARGETS['upload_ratio']}×"], verdicts),
+        "",
+        "The uploads: the file sent (`POST /v1/files`), the time until the client saw `completed` (upload, reading "
+        "in the reading process, and the wait until the document server searches the file), pages per second of "
+        "that, the reading alone (`app.library`'s log line), and the index reloads the document server made "
+        "meanwhile, each timed by `docserver.live`'s log line: those that brought the stored document, and those "
+        "that only followed a write to the index file (the file added, attached).",
+        "",
+        table(["setup", "files", "sent (ms)", "until `completed` p50 (max)", "pages/s", "reading p50", "index reloads"],
+              files),
+        "",
+        "Where the time goes: chats during uploads whose wait for the first answer token overlapped an index reload "
+        "(a tool call, the service's look at the library (`LIBRARY_REFRESH_S`) included, waits for a reload under "
+        "way, but no longer than `RELOAD_WAIT_S` after it began, `docserver/live.py`; the reload itself competes "
+        "for the CPU and, in its process, the interpreter lock): " + waited + ". CPU per phase, share of one core (the service's main thread runs its event loop, and "
+        "in the embedded setup the document server's; its other threads run SQLite calls, and in the embedded setup "
+        "the index reloads; other = the machine's busy time beyond these processes):",
+        "",
+        table(["setup", "phase", "duration", "service event loop", "service other threads", "reading process",
+               "document server", "client", "fake upstream", "other"], cpu),
+    ])
+
+
 def _mcp_section(data: dict[str, Any]) -> str:
     rows = []
     mcp = data["mcp"]
@@ -1033,6 +1158,8 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
         lines.append("- **Response cache:** " + "; ".join(parts) + " (p50).")
     if "scale" in data:
         lines.append(_scale_finding(data["scale"]))
+    if "upload" in data:
+        lines.append(_upload_finding(judged["upload"]))
     disturbed = [m for m in data["meta"].get("sections", []) if m["other_cpu_util"] > NOISY]
     if disturbed:
         lines.append("- **Disturbed parts:** other processes used " + ", ".join(
@@ -1051,6 +1178,31 @@ def _scale_finding(scale: dict[str, Any]) -> str:
             f"({grown * 1024 / max(probe['chunks'], 1):.0f} KB a chunk) and {probe['load_s']:.1f} s to load; one more "
             f"document is searchable {s['reload_s']:.2f} s after the server notices it (worst of "
             f"{len(probe['reloads'])}); a search takes {s['search_p50'] * 1000:.1f} ms p50.")
+
+
+def _upload_finding(upload: dict[str, dict[str, Any]]) -> str:
+    """Section 11 in one paragraph: the ratios per setup, how long a file took, and whether the reloads explain
+    the slower chats."""
+    parts = [f"{name} {f['during']['total'][1]:.2f} s p95 during an upload vs {f['without']['total'][1]:.2f} s without "
+             f"({f['ratio']['total']:.2f}×), first answer token {ms(f['during']['first_answer'][1], 0)} vs "
+             f"{ms(f['without']['first_answer'][1], 0)} ms ({f['ratio']['first_answer']:.2f}×)"
+             for name, f in upload.items()]
+    f = next(iter(upload.values()))
+    waits = [(name, g) for name, g in upload.items() if g["waited"]["chats"]
+             and g["waited"]["first_answer"][1] > g["clear"]["first_answer"][1] * 1.2]
+    why = ("the chats that were slowed waited on the document server's index reload: " + "; ".join(
+        f"{name} {g['waited']['chats']} chats, first answer token p95 {ms(g['waited']['first_answer'][1], 0)} ms "
+        f"against {ms(g['clear']['first_answer'][1], 0)} ms for the others (reloads up to {g['reload_max_s']:.2f} s)"
+        for name, g in waits) + ". A tool call waits for a reload under way at most `RELOAD_WAIT_S` after it began; the reload competes for the "
+        "CPU and, in its process, the interpreter lock")
+    if not waits:
+        why = "chats whose first answer token overlapped an index reload were no slower than the others"
+    rest = "; ".join(f"{name} {ms(g['clear']['first_answer'][1], 0)} vs {ms(g['without']['first_answer'][1], 0)} ms"
+                     for name, g in upload.items())
+    return (f"- **Chat while a file is read:** {'; '.join(parts)}. A {f['pages']:.0f}-page PDF was searchable "
+            f"{f['completed_s']:.1f} s after its upload began ({f['pages_per_s']:.0f} pages/s, median); {why}. "
+            "The reading itself, in a process of its own, costs the other chats little: their first answer token "
+            f"p95 during an upload against all chats' without, {rest}.")
 
 
 def _latency_findings(data: dict[str, Any], judged: dict[str, Any]) -> list[str]:
@@ -1239,10 +1391,13 @@ def write_report(data: dict[str, Any], path: Path) -> Path:
         sections.append(_security_section(data))
     if "scale" in data:
         sections.append(_scale_section(data))
+    if "upload" in data:
+        sections.append(_upload_section(data, judged))
     sections.append(_findings(data, judged))
     intro = ("# Benchmarks\n\nGenerated by `make bench` (`python -m bench`); do not edit by hand. Latency, overhead, "
              "parallelism, upstream calls, concurrency, MCP sessions, the response cache and the CPU per streamed "
              "request of the service in LLM mode against a fake upstream with fixed latency and the reference "
-             "document server, and that document server on a generated corpus of 2,000 PDF pages (section 10).")
+             "document server, that document server on a generated corpus of 2,000 PDF pages (section 10), and a chat "
+             "while a 200-page PDF is uploaded and read (section 11).")
     path.write_text("\n\n".join([intro, *sections]) + "\n", "utf-8")
     return path

@@ -13,8 +13,14 @@ in a worker thread: an ingest holding the file's write lock, or a reload taking 
 stall the event loop, which keeps serving other requests meanwhile (``textkit`` stems with per-thread
 stemmers).
 
-Calls that arrive while a check or reload is under way wait for it: a tool call made more than
-``CHECK_INTERVAL_S`` after an ingest finished sees its documents.  Watching the file with inotify
+Calls that arrive while a check or reload is under way wait for it, but no longer than ``RELOAD_WAIT_S`` after
+it began: a small
+change (one more document in a few thousand chunks) is in the answer of the call that noticed it, while a large
+one (a 200-page PDF: seconds of indexing) does not stall every search behind it; those calls answer from the
+documents served until then, and the ones after the reload from the new ones (``python -m bench --only upload``,
+docs/BENCHMARKS.md section 11: chats that met a reload waited up to 1.8 s for it before this bound). A client that
+must see a change waits until the version it reports (``list_collections``) changes, as the service does for an
+upload.  Watching the file with inotify
 would be quicker but platform-specific, and a poll piggybacked on the calls themselves costs nothing
 while nobody asks anything.
 """
@@ -28,11 +34,12 @@ from pathlib import Path
 from .index import Index
 from .store import IndexSchemaError, index_version, resolve_index_path
 
-__all__ = ["CHECK_INTERVAL_S", "LiveIndex"]
+__all__ = ["CHECK_INTERVAL_S", "RELOAD_WAIT_S", "LiveIndex"]
 
 logger = logging.getLogger("docserver")
 
 CHECK_INTERVAL_S = 1.0
+RELOAD_WAIT_S = 0.1  # at most, after a reload began, for the calls that find it under way (bench section 11)
 # What reading a damaged, foreign or vanishing index file raises; the server keeps its previous index.
 # (JSON errors in stored metadata are ValueErrors.)
 _READ_ERRORS = (sqlite3.Error, OSError, ValueError, IndexSchemaError)
@@ -49,6 +56,7 @@ class LiveIndex:
         corpus_dir: Path | str | None = None,
         index_path: Path | str | None = None,
         check_interval_s: float = CHECK_INTERVAL_S,
+        reload_wait_s: float = RELOAD_WAIT_S,
     ) -> None:
         """``index`` as ``Index.load(corpus_dir, index_path=index_path)`` built it; without ``index_path``
         it is served as it is (an index built some other way cannot be rebuilt the same way)."""
@@ -56,6 +64,7 @@ class LiveIndex:
         self._corpus_dir = corpus_dir
         self._path = resolve_index_path(index_path) if index_path is not None else None
         self._interval = check_interval_s
+        self._wait = reload_wait_s
         self._checked = time.monotonic()
         self._failed: tuple[object, str] | None = None  # (version, error) of the last failure, logged once
         self._refresh: asyncio.Task[None] | None = None
@@ -67,11 +76,13 @@ class LiveIndex:
         *,
         index_path: Path | str | None = None,
         check_interval_s: float = CHECK_INTERVAL_S,
+        reload_wait_s: float = RELOAD_WAIT_S,
     ) -> "LiveIndex":
         """``corpus_dir`` (default: the bundled corpus) plus the index file (default: see ``store.py``), kept current."""
         path = resolve_index_path(index_path)
         index = Index.load(corpus_dir, index_path=path)
-        return cls(index, corpus_dir=corpus_dir, index_path=path, check_interval_s=check_interval_s)
+        return cls(index, corpus_dir=corpus_dir, index_path=path, check_interval_s=check_interval_s,
+                   reload_wait_s=reload_wait_s)
 
     @property
     def index(self) -> Index:
@@ -86,8 +97,8 @@ class LiveIndex:
     async def current(self) -> Index:
         """The index to answer from, reloaded first when the file changed since it was read.
 
-        Looks at the file at most once per interval; calls arriving meanwhile wait for the same check
-        (shielded: a cancelled call does not cancel it for the others).
+        Looks at the file at most once per interval; calls arriving meanwhile wait for the same check, at most
+        ``RELOAD_WAIT_S`` (a cancelled call, or one that stops waiting, does not cancel it for the others).
         """
         if self._path is None:
             return self._index
@@ -98,7 +109,10 @@ class LiveIndex:
                 return self._index
             self._checked = now
             task = self._refresh = asyncio.create_task(self._reload_if_changed(self._path), name="docserver-reload")
-        await asyncio.shield(task)
+        # the wait is counted from when the check began: calls arriving later in a long reload do not wait again
+        done, _ = await asyncio.wait({task}, timeout=max(0.0, self._checked + self._wait - time.monotonic()))
+        if done:
+            task.result()  # a failure other than an unreadable file (those are logged) is the caller's
         return self._index
 
     async def _reload_if_changed(self, path: Path) -> None:

@@ -86,7 +86,7 @@ def assert_profile_section(report: str) -> None:
 
 def test_bench_smoke_writes_the_report(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "BENCHMARKS.md")
-    assert SECTIONS[-6] == RELAY_SECTION
+    assert SECTIONS[-7] == RELAY_SECTION
     for heading in SECTIONS:
         assert heading in report, heading
     for query_type in TYPES:
@@ -134,7 +134,7 @@ def test_bench_only_runs_the_parts_asked_for(tmp_path: Path) -> None:
     report = run_bench(tmp_path / "relay.md", "--only", "relay")
     assert "Only some parts ran (`--only relay`)" in report
     assert_relay_section(report)
-    for heading in SECTIONS[2:-6]:  # sections 1-7
+    for heading in SECTIONS[2:-7]:  # sections 1-7
         assert heading not in report, heading
     assert "## Headline" in report and "## What the numbers show" in report
 
@@ -146,3 +146,17 @@ def test_bench_scale_section_runs_on_a_small_corpus(tmp_path: Path) -> None:
                 "| Resident memory of a server holding the "):
         assert row in report, row
     assert re.search(r"^\| server start-up \(`LiveIndex.load`\) \| \d+ documents, [\d,]+ chunks", report, re.M)
+
+
+def test_bench_upload_section_measures_chats_beside_an_upload(tmp_path: Path) -> None:
+    report = run_bench(tmp_path / "upload.md", "--only", "upload")
+    assert "## 11. Chat while a file is read" in report and "## 10. Past a sample corpus" not in report
+    for setup in ("embedded", "standalone"):  # the service's own document server, and one of its own (docker-compose)
+        for phase in ("without", "during"):
+            assert re.search(rf"^\| {setup} \| {phase} \| \d+ \| 0 \|", report, re.M), (setup, phase)
+        # every upload was read and searchable; the reloads were found in the logs
+        assert re.search(rf"^\| {setup} \| 1 × \d+ pages \([\d.]+ MB\) \| \d+ \| [\d.]+ s \([\d.]+ s\) \| \d+ \| "
+                         r"[\d.]+ s \| [1-9]\d* in .* for the [1-9]\d* that brought a document, ", report, re.M), setup
+        assert re.search(rf"^\| Chat p95 while a \d+-page PDF is read vs without \({setup} .*\| ≤ 1\.5× \| "
+                         r"\d+\.\d\d× total, \d+\.\d\d× first answer token \| (✅|❌) \|$", report, re.M), setup
+    assert "- **Chat while a file is read:** embedded " in report

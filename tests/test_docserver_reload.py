@@ -277,3 +277,37 @@ async def test_live_index_checks_at_most_once_per_interval(corpus_dir: Path, not
     assert await eager.current() is results[0]
     static = LiveIndex(start_eager)  # an index built elsewhere is served as it is
     assert static.path is None and await static.current() is start_eager
+
+
+@pytest.mark.asyncio
+async def test_a_long_reload_does_not_stall_the_calls_that_meet_it(
+    corpus_dir: Path, note: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reload that takes long (a 200-page PDF is seconds of indexing) is waited for at most RELOAD_WAIT_S: the
+    calls meanwhile answer from the documents served until then, the ones after it from the new ones."""
+    import threading
+
+    from docserver import live
+
+    index_file = tmp_path / "index.sqlite3"
+    served = LiveIndex.load(corpus_dir, index_path=index_file, check_interval_s=0, reload_wait_s=0.05)
+    before = served.index
+    ingest([note], "notes", index_path=index_file)
+    release = threading.Event()
+    load = live.Index.load
+
+    def held_load(*args: Any, **kwargs: Any) -> Any:
+        release.wait(30)  # the reload is "long" until the test lets it finish
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(live.Index, "load", held_load)
+    assert await served.current() is before  # the reload is under way: the previous documents answer
+    assert await served.current() is before
+    release.set()
+
+    async def renewed() -> bool:
+        return await served.current() is not before
+
+    await eventually(renewed)
+    assert [d.doc_id for d in (await served.current()).documents("notes")] == ["quokka-notitie"]
+

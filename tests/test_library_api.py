@@ -26,6 +26,7 @@ from app.main import create_app
 from app.settings import Settings
 from bench.scale import layout, pdf_bytes
 from graph.clients.cache import tenant_of
+from tests.conftest import chunks, sse_events
 from tests.fakes.servers import ServerThread
 
 ADMIN, READER = "sk-admin-0123456789", "sk-reader-0123456789"
@@ -184,6 +185,14 @@ def test_a_chat_answers_from_a_document_uploaded_a_moment_before_and_its_source_
     path = urlsplit(urls[0]).path
     assert httpx.get(base + path).status_code == 401  # neither key nor signature
 
+    # Open WebUI's source chips: the `source` events of its chat path carry the same link, opened at the page
+    body = {"model": "neo-nl-agent", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+    streamed = httpx.post(base + "/v1/chat/completions", json=body, timeout=120,
+                          headers={"Authorization": f"Bearer {ADMIN}", "X-OpenWebUI-Chat-Id": "c1"})
+    events = [p["event"]["data"] for p in chunks(sse_events(streamed)) if p.get("event", {}).get("type") == "source"]
+    chips = [e["source"]["url"] for e in events if "/v1/files/" in e["source"].get("url", "")]
+    assert chips and all(url in urls for url in chips), (chips, urls)
+
 
 def test_access_readers_cannot_write_nor_see_another_collections_files(start: Start, tmp_path: Path) -> None:
     access = tmp_path / "access.json"
@@ -257,3 +266,21 @@ def test_a_collection_made_by_the_cli_is_searched_without_a_restart(start: Start
     assert ids == {"mijndocs/2023/notitie-txt", "mijndocs/2024/notitie-txt"}, ids
     store = client(base).vector_stores.retrieve("mijndocs")
     assert store.name == "mijndocs"
+
+
+def test_an_uploaded_page_is_downloaded_never_shown_from_the_services_origin(start: Start) -> None:
+    """A file's content is the uploader's: HTML (or SVG, ...) would run its scripts in the service's origin if a
+    browser showed it, so only PDFs and plain text open in place."""
+    base = start()
+    sdk = client(base)
+    page = b"<html><body><script>alert(document.domain)</script>Hallo</body></html>"
+    stored = sdk.files.create(file=("pagina.html", page), purpose="assistants")
+    response = httpx.get(f"{base}/v1/files/{stored.id}/content")
+    assert response.status_code == 200 and response.content == page
+    assert response.headers["content-type"] == "application/octet-stream"
+    assert response.headers["content-disposition"].startswith("attachment")
+    assert response.headers["x-content-type-options"] == "nosniff" and "sandbox" in response.headers[
+        "content-security-policy"]
+    named = sdk.files.create(file=("../../etc/C:\\evil\\na\u202eme\n.txt", b"tekst"), purpose="user_data")
+    # no folder and no bidi control; the newline the client itself sent percent-encoded (httpx's multipart)
+    assert named.filename == "na me%0A.txt"
