@@ -48,6 +48,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="do not offer the read_document tool (as the production server once did)",
     )
     parser.add_argument(
+        "--no-list-collections",
+        dest="list_collections",
+        action="store_false",
+        help="do not offer the list_collections tool (an addition of this server the production one lacks: "
+        "clients then learn the collections from list_documents)",
+    )
+    parser.add_argument(
         "--allowed-hosts",
         default=None,
         help="comma-separated Host header values to accept, e.g. 'docserver:3434'; '*' disables the check "
@@ -263,7 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s:     %(name)s: %(message)s")
     allowed = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()] if args.allowed_hosts else None
     app = create_app(
-        args.corpus, read_document=args.read_document, host=args.host, allowed_hosts=allowed, index_path=args.index
+        args.corpus, read_document=args.read_document, list_collections=args.list_collections, host=args.host,
+        allowed_hosts=allowed, index_path=args.index,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_keep_alive=KEEPALIVE_S)
     return 0

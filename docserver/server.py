@@ -244,9 +244,11 @@ def _keep_root_logging() -> Iterator[None]:
 
 
 def build_server(
-    index: Index | LiveIndex, *, read_document: bool = True, name: str = "neo-nl-docserver"
+    index: Index | LiveIndex, *, read_document: bool = True, list_collections: bool = True,
+    name: str = "neo-nl-docserver",
 ) -> SDKServer:
-    """An MCP server exposing ``index`` through the genai-utils tool contract.
+    """An MCP server exposing ``index`` through the genai-utils tool contract; ``list_collections=False`` leaves
+    out this server's own addition, as the production server has no such tool.
 
     Every tool call (and ``/health``) answers from ``live.current()``: a ``LiveIndex`` reloads when
     its index file changes; a plain ``Index`` is served as it is.
@@ -276,13 +278,8 @@ def build_server(
         return CallToolResult(content=[*(_text(chunk_text(h.chunk)) for h in hits),
                                        _sources_resource(hits, index, collection)])
 
-    @server.tool(name="list_collections")
-    async def list_collections() -> CallToolResult:
-        """List every collection with what it holds, as JSON: name, display name, focus, document and chunk
-        counts, a version that changes whenever its documents change, up to 12 titles and section headings, and
-        the most common language of its documents."""
-        return CallToolResult(content=[_text(format_collections(await live.current()))])
-
+    if list_collections:
+        _add_list_collections(server, live)
     if read_document:
         _add_read_document(server, live)
 
@@ -300,6 +297,15 @@ def build_server(
         )
 
     return server
+
+
+def _add_list_collections(server: SDKServer, live: LiveIndex) -> None:
+    @server.tool(name="list_collections")
+    async def list_collections() -> CallToolResult:
+        """List every collection with what it holds, as JSON: name, display name, focus, document and chunk
+        counts, a version that changes whenever its documents change, up to 12 titles and section headings, and
+        the most common language of its documents."""
+        return CallToolResult(content=[_text(format_collections(await live.current()))])
 
 
 def _add_read_document(server: SDKServer, live: LiveIndex) -> None:
@@ -415,6 +421,7 @@ def create_app(
     corpus_dir: Path | str | None = None,
     *,
     read_document: bool = True,
+    list_collections: bool = True,
     host: str = "127.0.0.1",
     allowed_hosts: Sequence[str] | None = None,
     index: Index | None = None,
@@ -440,7 +447,7 @@ def create_app(
         ", ".join(c.name for c in live.index.collections),
         f"; watching {live.path}" if live.path is not None else "",
     )
-    server = build_server(live, read_document=read_document)
+    server = build_server(live, read_document=read_document, list_collections=list_collections)
     app = _streamable_http_app(server, transport_security(host, allowed_hosts))
     token = token_from_env() if token is None else token
     if token:

@@ -284,3 +284,46 @@ def test_an_uploaded_page_is_downloaded_never_shown_from_the_services_origin(sta
     named = sdk.files.create(file=("../../etc/C:\\evil\\na\u202eme\n.txt", b"tekst"), purpose="user_data")
     # no folder and no bidi control; the newline the client itself sent percent-encoded (httpx's multipart)
     assert named.filename == "na me%0A.txt"
+
+
+def run_cli(*args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "docserver", *args], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_server_without_list_collections_is_followed_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An external server as genai-utils is (no `list_collections`, no versions): its collections come from
+    `list_documents`, and a cached answer is replayed only while the first research round finds what it found."""
+    from docserver.server import create_app as create_docserver
+
+    monkeypatch.delenv("DOCSERVER_INDEX")  # the service cannot write this library: no uploads
+    index, note = tmp_path / "extern.sqlite3", tmp_path / "kwallen.txt"
+    note.write_text("De jaarlijkse kwallenmeting in de Waddenzee telde in 2023 precies 812 kwallen.\n")
+    run_cli("ingest", str(note), "--collection", "mijndocs", "--index", str(index), "--quiet")
+    with ServerThread(create_docserver(index_path=index, list_collections=False, token="")) as docs, \
+            ServerThread(create_app(Settings(_env_file=None, mcp_server_url=docs.base_url + "/mcp", llm_base_url="",
+                                             response_cache=True, library_refresh_s=0.2))) as service:
+        base = service.base_url
+        found = httpx.post(base + "/v1/search", json={"query": "kwallenmeting", "filters": {
+            "collections": ["mijndocs"]}}, timeout=30)
+        assert found.status_code == 200 and found.json()["data"], found.text
+        sdk = client(base)
+        question = "Hoeveel kwallen telde de kwallenmeting in de Waddenzee in 2023?"
+        assert "812" in chat(sdk, question).choices[0].message.content
+        hits = httpx.get(base + "/health/ready").json()["cache"]["hits"]
+        assert "812" in chat(sdk, question).choices[0].message.content
+        assert httpx.get(base + "/health/ready").json()["cache"]["hits"] == hits + 1  # the first round found the same
+        assert sdk.vector_stores.retrieve("mijndocs").id == "mijndocs"
+        with pytest.raises(openai.APIStatusError) as refused:
+            sdk.files.create(file=("x.txt", b"tekst"), purpose="assistants")
+        assert refused.value.status_code == 501
+
+        run_cli("remove", "kwallen", "--collection", "mijndocs", "--index", str(index))
+        deadline = time.monotonic() + 10
+        while True:  # the server reloads within a second; the cached answer must not outlive the document
+            answer = chat(sdk, question).choices[0].message.content
+            if "812" not in answer or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        assert "812" not in answer, answer
