@@ -204,7 +204,7 @@ class Library:
             return [StoredFile(*row) for row in db.execute(f"{_FILE} ORDER BY created_at DESC, rowid DESC")]
 
     def file(self, file_id: str) -> StoredFile | None:
-        if not FILE_ID.match(file_id):
+        if not FILE_ID.fullmatch(file_id):
             return None
         with self._reading() as db:
             row = db.execute(f"{_FILE} WHERE id = ?", (file_id,)).fetchone()
@@ -225,7 +225,7 @@ class Library:
     def delete_file(self, file_id: str) -> bool:
         """Delete the file, its attachments and the documents read from it, in every collection; False when the
         library has none of them."""
-        if not FILE_ID.match(file_id):
+        if not FILE_ID.fullmatch(file_id):
             return False
         with self._writing() as db:
             holders = [row[0] for row in db.execute("SELECT DISTINCT collection FROM documents WHERE file_id = ?",
