@@ -27,22 +27,24 @@ from graph.clients.cache import tenant_of
 from textkit.untrusted import terminal
 
 DIM, RESET = "\033[2m", "\033[0m"
+SHUTDOWN_S = 15.0  # at most, for the in-process service to stop
 
 
-def _start_local() -> tuple[str, uvicorn.Server]:
+def _start_local() -> tuple[str, uvicorn.Server, threading.Thread]:
     from app.main import create_app
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(create_app(), log_level="warning", lifespan="on"))
-    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
     deadline = time.monotonic() + 60
     while not server.started:
         if time.monotonic() > deadline:
             raise RuntimeError("the local service did not start")
         time.sleep(0.05)
-    return f"http://127.0.0.1:{port}/v1", server
+    return f"http://127.0.0.1:{port}/v1", server, thread
 
 
 def _reachable(url: str) -> bool:
@@ -53,9 +55,9 @@ def _reachable(url: str) -> bool:
 
 
 def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: TextIO = sys.stdout) -> int:
-    server = None
+    server = thread = None
     if local or not _reachable(url):
-        url, server = _start_local()
+        url, server, thread = _start_local()
     color = out.isatty()
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     body = {"model": model, "stream": True, "messages": [{"role": "user", "content": question}]}
@@ -88,8 +90,11 @@ def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: 
         out.write("\n")
         return 0
     finally:
-        if server is not None:
+        if server is not None and thread is not None:
+            # the service shuts down (its lifespan closes clients, the embedded document server, the reading pool)
+            # before the interpreter does: a daemon thread still in C code while the interpreter finalises can crash
             server.should_exit = True
+            thread.join(SHUTDOWN_S)
 
 
 def key_ids(keys: Iterable[str]) -> list[str]:
