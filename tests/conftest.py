@@ -57,6 +57,8 @@ def service(docserver_url: str) -> Iterator[ServiceFactory]:
     def start(**overrides: object) -> str:
         values: dict[str, object] = {
             "mcp_server_url": docserver_url, "llm_base_url": "", "sse_ping_s": 1.0, "response_cache": False,
+            # the session's document server is shared: a test that uploads brings a library of its own
+            "uploads": "off",
         }
         values.update(overrides)
         settings = Settings(_env_file=None, **values)

@@ -15,15 +15,22 @@ from tests.conftest import sse_events
 
 
 @pytest.fixture(scope="module")
-def fuzz_base(docserver_url: str):
+def fuzz_base(tmp_path_factory: pytest.TempPathFactory):
+    """The service with a document library of its own: the fuzzer creates vector stores and uploads files, which
+    must not become collections of the session's shared document server (every later test would see them)."""
     from app.main import create_app
     from app.settings import Settings
+    from docserver.server import create_app as create_docserver
     from tests.fakes.servers import ServerThread
 
-    settings_ = Settings(_env_file=None, mcp_server_url=docserver_url, llm_base_url="", accept_any_model=True,
-                         response_cache=False, request_timeout_s=30)
-    with ServerThread(create_app(settings_)) as server:
-        yield server.base_url
+    index = tmp_path_factory.mktemp("fuzz-library") / "index.sqlite3"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DOCSERVER_INDEX", str(index))  # the library the service writes uploads to, and the server serves
+        with ServerThread(create_docserver(index_path=index)) as docs:
+            settings_ = Settings(_env_file=None, mcp_server_url=docs.base_url + "/mcp", llm_base_url="",
+                                 accept_any_model=True, response_cache=False, request_timeout_s=30)
+            with ServerThread(create_app(settings_)) as server:
+                yield server.base_url
 
 
 def _check_envelope(response) -> None:
