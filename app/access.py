@@ -131,6 +131,14 @@ def may_write(access: AccessFile | None, caller: Caller, collection: str) -> boo
     return any(grant.write and grant.covers(collection) for grant in access.grants if grant.holds(caller))
 
 
+def may_upload(access: AccessFile | None, caller: Caller) -> bool:
+    """Whether a caller may upload files at all: a write grant of its own for some collection. No access file:
+    everyone may."""
+    if access is None:
+        return True
+    return any(grant.write for grant in access.grants if grant.holds(caller))
+
+
 def load_access(path: Path, held: Iterable[str]) -> AccessFile:
     """The access file; a collection it names that the library does not hold (yet) is logged at startup, since
     a misspelt restriction would leave the collection open (a `default` of "restricted" leaves nothing open
@@ -212,3 +220,6 @@ class Access:
 
     def may_write(self, caller: Caller, collection: str) -> bool:
         return may_write(self.file, caller, collection)
+
+    def may_upload(self, caller: Caller) -> bool:
+        return may_upload(self.file, caller)

@@ -67,9 +67,7 @@ class LibraryService:
     # --- access ---------------------------------------------------------------------------------------------
 
     def may_upload(self, caller: Caller) -> bool:
-        """Whether the caller may write anywhere (no access file, or a write grant of its own)."""
-        grants = self.access.file.grants if self.access.file else None
-        return grants is None or any(g.write and g.holds(caller) for g in grants)
+        return self.access.may_upload(caller)
 
     async def readable(self, caller: Caller, file_id: str, visible: tuple[str, ...]) -> Any:
         """The stored file `file_id` if `caller` may read it, else a 404 (whether it exists or not)."""
@@ -117,13 +115,17 @@ class LibraryService:
         finally:
             self._reading.discard((collection, file_id))
 
-    async def version(self, collection: str) -> str | None:
-        """What the document server says `collection` holds now (None: it does not say, or is not reachable)."""
+    async def versions(self) -> dict[str, str | None]:
+        """What the document server says each collection holds now ({}: it is not reachable)."""
         try:
             held, _ = await self.docs.collections()
         except DocumentError:
-            return None
-        return next((h.version for h in held if h.name == collection), None)
+            return {}
+        return {h.name: h.version for h in held}
+
+    async def version(self, collection: str) -> str | None:
+        """What the document server says `collection` holds now (None: it does not say, or is not reachable)."""
+        return (await self.versions()).get(collection)
 
     async def settle(self, collection: str, before: str | None) -> None:
         """Wait (at most SETTLE_S) until the document server's version of `collection` is no longer `before` (None:
@@ -141,11 +143,11 @@ class LibraryService:
         """`method(*args)`, a library call that may change what the collections `names` hold; returns when the
         document server searches what they hold after it (`settle`), so the caller's next request sees it."""
         held = {name: await self._held(name) for name in names}
-        served = {name: await self.version(name) for name in names}
+        served = await self.versions()  # one look for them all
         result = await self.call(method, *args)
         for name in names:
             if await self._held(name) != held[name]:
-                await self.settle(name, served[name])
+                await self.settle(name, served.get(name))
         return result
 
     async def _held(self, name: str) -> str | None:
