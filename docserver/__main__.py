@@ -4,6 +4,7 @@
     python -m docserver ingest PATH [PATH...] --collection NAME [--index FILE] [--quiet] [--force] [--max-pages N] ...
     python -m docserver remove DOC_ID [DOC_ID...] [--collection NAME] [--index FILE]
     python -m docserver list [--collection NAME] [--index FILE] [--json]
+    python -m docserver embed [--index FILE] [--prune] [--quiet]   vectors for what waits (EMBEDDINGS_URL)
 
 File names, titles, doc_ids and reasons come from files somebody else wrote: every one is printed through
 ``textkit.untrusted.terminal`` (``say``), so an escape sequence or a bidi override shows as ``\\x1b`` or ``\\u202e``
@@ -21,7 +22,8 @@ from typing import TextIO
 
 from textkit.untrusted import terminal
 
-from .corpus import BUNDLED_CORPUS, Document
+from .corpus import BUNDLED_CORPUS, Chunk, Document
+from .embeddings import EmbeddingSettings
 from .store import INDEX_ENV, IndexSchemaError, StoredDocument, resolve_index_path
 
 INDEX_HELP = (
@@ -128,6 +130,7 @@ def ingest_main(argv: Sequence[str]) -> int:
     from .ingest import Failure, Skipped, ingest_files
 
     args = parse_ingest_args(argv)
+    embeddings = _embedding_settings()
     limits = Limits(max_bytes=int(args.max_mb * 2**20), max_pages=args.max_pages, max_seconds=args.max_seconds,
                     max_unzipped_bytes=int(args.max_unzipped_mb * 2**20))
     bar = not args.quiet and sys.stderr.isatty()
@@ -160,7 +163,94 @@ def ingest_main(argv: Sequence[str]) -> int:
     if not documents:
         say("ingest failed: no files to ingest were found", sys.stderr)
         return 1
+    if report.documents and embeddings is not None:  # a failure leaves them waiting, searched by their words
+        embed_waiting(embeddings, Path(args.index), BUNDLED_CORPUS, bar=bar, quiet=args.quiet)
     return 0
+
+
+def _embedding_settings() -> EmbeddingSettings | None:
+    """``EMBEDDINGS_*`` from the environment (None: not configured); a bad value is said and exits with 2."""
+    try:
+        return EmbeddingSettings.from_env()
+    except ValueError as exc:
+        say(f"embedding settings: {exc}", sys.stderr)
+        raise SystemExit(2) from exc
+
+
+def _library_chunks(index_path: Path, corpus_dir: Path | str) -> list[Chunk]:
+    """Every passage a server of this index file and corpus searches."""
+    from .corpus import load_corpus
+    from .store import load_documents
+
+    return [c for d in [*load_corpus(corpus_dir), *load_documents(index_path)] for c in d.chunks]
+
+
+def embed_waiting(settings: EmbeddingSettings, index_path: Path, corpus_dir: Path | str, *, bar: bool,
+                  quiet: bool) -> bool:
+    """Embed the passages of the index file and the corpus that wait for a vector of ``settings``' space; False
+    when some still wait (the endpoint failed: said on stderr, with what to do)."""
+    from .embeddings import Embedder
+    from .vectors import embed_chunks
+
+    chunks = _library_chunks(index_path, corpus_dir)
+    embedder = Embedder(settings)
+    progress = None
+    if bar:
+        from tqdm import tqdm
+
+        progress = tqdm(desc="embedding", unit="passage", leave=False, total=0)
+    try:
+        outcome = embed_chunks(index_path, embedder, chunks, progress=progress.update if progress else None,
+                               total=(lambda n: progress.reset(total=n)) if progress else None)
+    finally:
+        embedder.close()
+        if progress is not None:
+            progress.close()
+    if not quiet and (outcome.embedded or outcome.cached):
+        say(f"{outcome.embedded} passages embedded ({settings.model or settings.url})")
+    if outcome.waiting:
+        why = "another process is embedding them" if outcome.error == "busy" else f"the endpoint failed: {outcome.error}"
+        say(f"{outcome.waiting} passages wait for a vector ({why}); they are searched by their words until a running "
+            "server, or `python -m docserver embed`, embeds them", sys.stderr)
+    return not outcome.waiting
+
+
+def parse_embed_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m docserver embed",
+        description="Embed every passage of the index file and the bundled corpus that has no vector of the configured "
+        "embedding space yet (EMBEDDINGS_URL, EMBEDDINGS_MODEL and the prefixes: after a model change, all of them). "
+        "Ingest does this by itself when EMBEDDINGS_URL is set, and a running server catches up with what waits.",
+    )
+    parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    parser.add_argument("--corpus", default=str(BUNDLED_CORPUS), help="corpus directory (default: bundled corpus)")
+    parser.add_argument("--prune", action="store_true",
+                        help="also delete the vectors no passage needs (other models', removed passages')")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary")
+    return parser.parse_args(argv)
+
+
+def embed_main(argv: Sequence[str]) -> int:
+    args = parse_embed_args(argv)
+    settings = _embedding_settings()
+    if settings is None:
+        say("embed: EMBEDDINGS_URL is not set (an OpenAI-compatible /v1/embeddings endpoint; see docs/RETRIEVAL.md)",
+            sys.stderr)
+        return 2
+    index_path = Path(args.index)
+    try:
+        complete = embed_waiting(settings, index_path, args.corpus, bar=not args.quiet and sys.stderr.isatty(),
+                                 quiet=args.quiet)
+        if args.prune:
+            from .vectors import prune
+
+            removed = prune(index_path, settings.key, _library_chunks(index_path, args.corpus))
+            if not args.quiet:
+                say(f"{removed} vectors no passage needs deleted")
+    except _INDEX_ERRORS as exc:
+        say(f"embed failed: {exc}", sys.stderr)
+        return 1
+    return 0 if complete else 1
 
 
 def parse_remove_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -253,7 +343,7 @@ def list_main(argv: Sequence[str]) -> int:
 
 
 _COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"ingest": ingest_main, "remove": remove_main,
-                                                         "list": list_main}
+                                                         "list": list_main, "embed": embed_main}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -271,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     allowed = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()] if args.allowed_hosts else None
     app = create_app(
         args.corpus, read_document=args.read_document, list_collections=args.list_collections, host=args.host,
-        allowed_hosts=allowed, index_path=args.index,
+        allowed_hosts=allowed, index_path=args.index, embeddings=_embedding_settings(),
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_keep_alive=KEEPALIVE_S)
     return 0

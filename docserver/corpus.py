@@ -22,6 +22,7 @@ __all__ = [
     "Chunk",
     "Collection",
     "Document",
+    "chunk_text",
     "load_collections",
     "load_corpus",
     "parse_document",
@@ -63,6 +64,13 @@ class Document:
     language: str | None = None
     disclaimer: str | None = None
     metadata: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+
+def chunk_text(chunk: Chunk) -> str:
+    """Self-describing chunk text: ``[Title — Section]`` then the paragraphs (what a client reads and what is
+    embedded)."""
+    header = chunk.title if chunk.section == chunk.title else f"{chunk.title} — {chunk.section}"
+    return f"[{header}]\n{chunk.text}"
 
 
 def load_collections(corpus_dir: Path | str) -> list[Collection]:

@@ -29,6 +29,7 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 
+from .embeddings import EmbeddingSettings
 from .server import KEEPALIVE_S, MCP_PATH, RequireToken, create_app
 
 __all__ = ["LOGGER", "EmbeddedServer", "serve_in_background"]
@@ -168,13 +169,15 @@ async def serve_in_background(
     app: ASGIApp | None = None,
     startup_timeout: float = 30.0,
     index_path: Path | str | None = None,
+    embeddings: EmbeddingSettings | None = None,
 ) -> EmbeddedServer:
     """Start the server as a task in the running event loop and wait until it accepts connections.
 
     The socket is bound here, so ``port=0`` picks a free port that is known
     before uvicorn starts.  uvicorn installs no signal handlers and no logging
     configuration; the server's log records go to ``LOGGER``.  ``app`` replaces the default ``create_app(...)``, which
-    serves ``corpus_dir`` plus the persisted index at ``index_path`` (see ``store.py``).  Either way every request
+    serves ``corpus_dir`` plus the persisted index at ``index_path`` (see ``store.py``), searched by meaning too
+    with ``embeddings``.  Either way every request
     but ``GET /health`` needs the returned server's ``token`` (``$DOCSERVER_TOKEN`` plays no part here).
     """
     context = _server_context()
@@ -188,6 +191,7 @@ async def serve_in_background(
             allowed_hosts=allowed_hosts,
             index_path=index_path,
             token=token,
+            embeddings=embeddings,
         )
     else:
         app = RequireToken(app, token)

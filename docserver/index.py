@@ -25,16 +25,21 @@ import logging
 import re
 from bisect import insort
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from textkit import analyze, stems, tokenize
 
+from . import hybrid
 from .bm25 import BM25, Term
 from .compounds import Decompounder
-from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, load_collections, load_corpus
+from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, chunk_text, load_collections, load_corpus
+from .hybrid import FUSION_DEPTH, SlotVectors, fuse
 from .store import IndexVersion, Snapshot, read_snapshot, resolve_index_path
+from .vectors import file_vectors, passage_digest
 
 __all__ = ["HEADER_BOOST", "PART_WEIGHT", "Hit", "Index"]
 
@@ -138,9 +143,17 @@ def _versions(collections: Iterable[Collection], corpus: Iterable[Document], sna
 class Hit:
     document: Document
     chunk: Chunk
-    score: float  # raw BM25 score
-    relevance: float  # score / best score of the same query, 0..1, 4 decimals
+    score: float  # raw BM25 score (0: found by meaning alone)
+    relevance: float  # score / best score of the same query (searched by meaning too: of the fused score), 0..1
     matched_terms: float = 0.0  # share of the distinct query tokens found in the chunk, 0..1, 3 decimals
+    similarity: float | None = None  # cosine of the passage's vector to the query's, 4 decimals; None: not searched
+    # by meaning, or the passage has no vector yet
+    similarity_z: float | None = None  # how far that cosine stands above the collection's for the query: standard
+    # deviations above their mean, 2 decimals (comparable across models and collections, unlike the cosine)
+
+
+# Looks up vectors by passage digest (``Index.load``: the index served before, then the index file).
+VectorLookup = Callable[[Sequence[str]], Mapping[str, np.ndarray]]
 
 
 class Index:
@@ -155,9 +168,13 @@ class Index:
         b: float = 0.75,
         decompound: bool = True,
         previous: "Index | None" = None,
+        vector_key: str | None = None,
+        vectors: VectorLookup | Mapping[str, np.ndarray] | None = None,
     ) -> None:
         """``previous``: an index of (mostly) the same documents built with the same settings, reused so that
-        only what changed is indexed (a running server's reload, ``live.py``); the result is the same."""
+        only what changed is indexed (a running server's reload, ``live.py``); the result is the same.
+        ``vector_key``: the vector space the passages are searched by meaning in (``EmbeddingSettings.key``;
+        None: by words only), ``vectors`` their vectors by ``passage_digest`` (a passage without one waits)."""
         self._collections = {c.name: c for c in collections}
         # The version of the index file the documents were read from (``Index.load``); None: no file.
         self.source_version: IndexVersion | None = None
@@ -174,6 +191,38 @@ class Index:
         self._settings = (k1, b, decompound)
         if previous is None or previous._settings != self._settings or not self._update(previous):
             self._build()
+        given = vectors if vectors is not None else {}
+        self._set_vectors(vector_key, given if callable(given) else lambda digests: given)
+
+    def _set_vectors(self, key: str | None, lookup: VectorLookup) -> None:
+        """Per collection, the vectors of its passages (``SlotVectors``) and each slot's digest."""
+        self.vector_key = key
+        self._digests: dict[str, list[str | None]] = {}
+        self._semantic: dict[str, SlotVectors | None] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+        if key is None:
+            return
+        for name, pairs in self._chunks.items():
+            self._digests[name] = [passage_digest(key, chunk_text(p[1])) if p is not None else None for p in pairs]
+        found = lookup([d for digests in self._digests.values() for d in digests if d is not None])
+        self._vectors = dict(found)
+        for name, digests in self._digests.items():
+            self._semantic[name] = SlotVectors.of(digests, self._vectors)
+
+    def waiting(self) -> list[Chunk]:
+        """The passages searched by words only because no vector of ``vector_key`` exists for them yet."""
+        if self.vector_key is None:
+            return []
+        return [pair[1] for name, pairs in self._chunks.items() for pair, digest in zip(pairs, self._digests[name],
+                strict=True) if pair is not None and digest not in self._vectors]
+
+    def searches_by_meaning(self, collection: str) -> bool:
+        """Whether some passage of ``collection`` has a vector (a query vector would be compared with it)."""
+        return self._semantic.get(collection) is not None
+
+    def vector(self, digest: str) -> np.ndarray | None:
+        """The vector of a passage (by ``passage_digest``) this index holds."""
+        return self._vectors.get(digest)
 
     def _build(self) -> None:
         """Every collection's model from scratch."""
@@ -315,7 +364,12 @@ class Index:
 
     @classmethod
     def load(
-        cls, corpus_dir: Path | str | None = None, *, index_path: Path | str | None = None, previous: "Index | None" = None
+        cls,
+        corpus_dir: Path | str | None = None,
+        *,
+        index_path: Path | str | None = None,
+        previous: "Index | None" = None,
+        vector_key: str | None = None,
     ) -> "Index":
         """The corpus directory (default: the bundled corpus) plus every document of the persisted index.
 
@@ -323,7 +377,8 @@ class Index:
         ``store.py``); a missing file means nothing was ingested.  An ingested document replaces a
         corpus document with the same collection and doc_id.  ``source_version`` records which
         version of the file was read, so a server can tell when to load again (``live.py``), which
-        passes the index it serves as ``previous`` to index only what changed.
+        passes the index it serves as ``previous`` to index only what changed.  ``vector_key``: search by meaning
+        too, with the passages' vectors of that space in the file (or in ``previous``).
         """
         root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
         corpus = load_corpus(root)
@@ -339,7 +394,14 @@ class Index:
         described = load_collections(root)
         created = [Collection(c.name, c.display_name) for c in snapshot.collections
                    if c.name not in {d.name for d in described}]
-        index = cls(documents.values(), [*described, *created], previous=previous)
+        known = previous._vectors if previous is not None and previous.vector_key == vector_key else {}
+
+        def lookup(digests: Sequence[str]) -> dict[str, np.ndarray]:
+            found = {d: known[d] for d in digests if d in known}
+            return found | file_vectors(path, vector_key, [d for d in digests if d not in found]) if vector_key else {}
+
+        index = cls(documents.values(), [*described, *created], previous=previous, vector_key=vector_key,
+                    vectors=lookup)
         index.source_version = snapshot.version
         index.file_ids = snapshot.file_ids
         index.versions = _versions(index.collections, corpus, snapshot)
@@ -374,8 +436,19 @@ class Index:
     def chunk_count(self) -> int:
         return sum(bm25.live for bm25 in self._bm25.values())
 
-    def search(self, query: str, collection: str, *, limit: int | None = 10, doc_id: str | None = None) -> list[Hit]:
-        """Best chunks of ``collection`` (optionally of one document) for ``query``."""
+    def search(
+        self,
+        query: str,
+        collection: str,
+        *,
+        limit: int | None = 10,
+        doc_id: str | None = None,
+        query_vector: np.ndarray | None = None,
+        fusion: tuple[float, float] | None = None,
+    ) -> list[Hit]:
+        """Best chunks of ``collection`` (optionally of one document) for ``query``: by its words, and with
+        ``query_vector`` (the query embedded in ``vector_key``'s space) by meaning too, the two fused
+        (``hybrid.py``; ``fusion``: the weights of words and meaning, default ``hybrid``'s)."""
         if collection not in self._bm25:
             raise KeyError(collection)
         bm25, pairs = self._bm25[collection], self._chunks[collection]
@@ -391,10 +464,55 @@ class Index:
             scored = [(score, i) for score, i in scored if pairs[i][0].doc_id == doc_id]
         if articles:
             scored = [(score * (ARTICLE_BOOST if _article_of(pairs[i][1]) in articles else 1.0), i) for score, i in scored]
-        scored = _best(scored, pairs, limit)
-        top = scored[0][0] if scored else 1.0
-        matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in scored])
-        return [Hit(*pairs[i], score, round(score / top, 4), matched[i]) for score, i in scored]
+        semantic = self._semantic.get(collection)
+        if query_vector is None or semantic is None or semantic.dimension != len(query_vector):
+            ranked = _best(scored, pairs, limit)
+            similarity: dict[int, tuple[float, float]] = {}
+        else:
+            lexical, semantic_weight = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
+            ranked, similarity = self._fused(scored, semantic, query_vector, collection, limit, doc_id,
+                                             (lexical * self._known_share(bm25, tokens), semantic_weight))
+        raw = dict((i, score) for score, i in scored)
+        top = ranked[0][0] if ranked else 1.0
+        matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in ranked])
+        return [Hit(*pairs[i], raw.get(i, 0.0), round(score / top, 4), matched[i],
+                    *((round(similarity[i][0], 4), round(similarity[i][1], 2)) if i in similarity else (None, None)))
+                for score, i in ranked]
+
+    def _fused(
+        self,
+        scored: list[tuple[float, int]],
+        semantic: SlotVectors,
+        query_vector: np.ndarray,
+        collection: str,
+        limit: int | None,
+        doc_id: str | None,
+        fusion: tuple[float, float],
+    ) -> tuple[list[tuple[float, int]], dict[int, tuple[float, float]]]:
+        """(the fused ranking best first, cut to ``limit``; per passage of it with a vector, its cosine to the query
+        and how far that stands above the collection's: ``SlotVectors.standing``)."""
+        pairs = self._chunks[collection]
+        depth = max(limit or len(pairs), FUSION_DEPTH)
+        allowed = None
+        if doc_id is not None:
+            allowed = np.fromiter((pairs[s][0].doc_id == doc_id for s in semantic.slots.tolist()), bool)  # type: ignore[index]
+        cosines = semantic.similarities(query_vector)
+        fused = fuse(_best(scored, pairs, depth), semantic.nearest(cosines, depth, allowed), weights=fusion)
+        ranked = sorted(((score, i) for i, score in fused.items()),
+                        key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index))  # type: ignore[index]
+        ranked = ranked[:limit] if limit is not None else ranked
+        mean, spread = semantic.standing(cosines)
+        return ranked, {slot: (cosine, (cosine - mean) / spread)
+                        for slot, cosine in semantic.at(cosines, [i for _, i in ranked]).items()}
+
+    def _known_share(self, bm25: BM25, tokens: Sequence[str]) -> float:
+        """The share of the query's words the collection holds at all (any stem of the word, or of a part of it):
+        about 1 for a question in the collection's language, near 0 for one in another language."""
+        if not tokens:
+            return 0.0
+        known = sum(any(stem in bm25.postings for stem in stems(t)) or any(
+            stem in bm25.postings for part in self._parts(t) for stem in stems(part)) for t in tokens)
+        return known / len(tokens)
 
     def _compounds_with(self, tokens: Sequence[str]) -> dict[str, list[str]]:
         """Corpus compounds containing the query words that never occur on their own in the corpus."""

@@ -13,6 +13,14 @@ in a worker thread: an ingest holding the file's write lock, or a reload taking 
 stall the event loop, which keeps serving other requests meanwhile (``textkit`` stems with per-thread
 stemmers).
 
+With an embedding endpoint (``embedder``) the index is searched by meaning too: every load reads the passages'
+vectors of its space from the file, a search's query is embedded once (the embedder keeps recent queries) and a
+query the endpoint cannot embed within ``QUERY_WAIT_S`` is searched by its words alone.  Passages that still wait for a
+vector (ingested while the endpoint was down, the bundled corpus on first use, all of them after a model change)
+are embedded by a catch-up task in a worker thread (``vectors.embed_chunks``), started by a call that finds them and
+tried again ``RETRY_S`` after a failure; the vectors it writes bump the file's counters, so the reload after it
+searches them.
+
 Calls that arrive while a check or reload is under way wait for it, but no longer than ``RELOAD_WAIT_S`` after
 it began: a small
 change (one more document in a few thousand chunks) is in the answer of the call that noticed it, while a large
@@ -31,10 +39,15 @@ import sqlite3
 import time
 from pathlib import Path
 
+import numpy as np
+
+from .corpus import Chunk
+from .embeddings import Embedder, EmbeddingError
 from .index import Index
 from .store import IndexSchemaError, index_version, resolve_index_path
+from .vectors import embed_chunks
 
-__all__ = ["CHECK_INTERVAL_S", "RELOAD_WAIT_S", "LiveIndex"]
+__all__ = ["CHECK_INTERVAL_S", "QUERY_WAIT_S", "RELOAD_WAIT_S", "RETRY_S", "LiveIndex"]
 
 logger = logging.getLogger("docserver")
 
@@ -44,6 +57,8 @@ RELOAD_WAIT_S = 0.1  # at most, after a reload began, for the calls that find it
 # (JSON errors in stored metadata are ValueErrors.)
 _READ_ERRORS = (sqlite3.Error, OSError, ValueError, IndexSchemaError)
 _UNREAD = object()  # the version, when reading it failed
+QUERY_WAIT_S = 5.0  # at most, for a query's vector; then it is searched by its words alone
+RETRY_S = 30.0  # after the embedding endpoint failed: neither queries nor waiting passages go to it for this long
 
 
 class LiveIndex:
@@ -57,9 +72,10 @@ class LiveIndex:
         index_path: Path | str | None = None,
         check_interval_s: float = CHECK_INTERVAL_S,
         reload_wait_s: float = RELOAD_WAIT_S,
+        embedder: Embedder | None = None,
     ) -> None:
-        """``index`` as ``Index.load(corpus_dir, index_path=index_path)`` built it; without ``index_path``
-        it is served as it is (an index built some other way cannot be rebuilt the same way)."""
+        """``index`` as ``Index.load(corpus_dir, index_path=index_path, vector_key=...)`` built it; without
+        ``index_path`` it is served as it is (an index built some other way cannot be rebuilt the same way)."""
         self._index = index
         self._corpus_dir = corpus_dir
         self._path = resolve_index_path(index_path) if index_path is not None else None
@@ -68,6 +84,12 @@ class LiveIndex:
         self._checked = time.monotonic()
         self._failed: tuple[object, str] | None = None  # (version, error) of the last failure, logged once
         self._refresh: asyncio.Task[None] | None = None
+        self.embedder = embedder
+        self._catching_up: asyncio.Task[None] | None = None
+        self._waiting_in: Index | None = None  # the index whose waiting passages were last looked for
+        self._endpoint_down_until = 0.0  # monotonic: while the embedding endpoint is given a rest after a failure
+        self._endpoint_error: str | None = None  # the last failure logged
+        self._catch_up_after = 0.0  # monotonic: when waiting passages are looked for again after a run fell short
 
     @classmethod
     def load(
@@ -77,12 +99,14 @@ class LiveIndex:
         index_path: Path | str | None = None,
         check_interval_s: float = CHECK_INTERVAL_S,
         reload_wait_s: float = RELOAD_WAIT_S,
+        embedder: Embedder | None = None,
     ) -> "LiveIndex":
-        """``corpus_dir`` (default: the bundled corpus) plus the index file (default: see ``store.py``), kept current."""
+        """``corpus_dir`` (default: the bundled corpus) plus the index file (default: see ``store.py``), kept current;
+        with ``embedder``, searched by meaning too."""
         path = resolve_index_path(index_path)
-        index = Index.load(corpus_dir, index_path=path)
+        index = Index.load(corpus_dir, index_path=path, vector_key=embedder.settings.key if embedder else None)
         return cls(index, corpus_dir=corpus_dir, index_path=path, check_interval_s=check_interval_s,
-                   reload_wait_s=reload_wait_s)
+                   reload_wait_s=reload_wait_s, embedder=embedder)
 
     @property
     def index(self) -> Index:
@@ -102,6 +126,7 @@ class LiveIndex:
         """
         if self._path is None:
             return self._index
+        self._catch_up_if_waiting(self._path)
         task = self._refresh
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             now = time.monotonic()
@@ -122,7 +147,8 @@ class LiveIndex:
             if version == self._index.source_version or (self._failed is not None and version == self._failed[0]):
                 return  # unchanged, or changed into a version that failed to load: wait for the next change
             started = time.perf_counter()
-            index = await asyncio.to_thread(Index.load, self._corpus_dir, index_path=path, previous=self._index)
+            index = await asyncio.to_thread(Index.load, self._corpus_dir, index_path=path, previous=self._index,
+                                            vector_key=self._index.vector_key)
         except _READ_ERRORS as exc:  # an unreadable version is tried again only once the file changes again
             if (version, str(exc)) != self._failed:
                 logger.warning("index %s changed but cannot be read (%s); serving the previous documents", path, exc)
@@ -136,3 +162,55 @@ class LiveIndex:
             index.chunk_count,
             time.perf_counter() - started,
         )
+
+    async def query_vector(self, query: str) -> np.ndarray | None:
+        """``query`` embedded for a search by meaning; None (search by words alone) without an embedder, while
+        the endpoint rests after a failure, or when it fails or takes longer than ``QUERY_WAIT_S`` now."""
+        if self.embedder is None or time.monotonic() < self._endpoint_down_until:
+            return None
+        try:
+            return await asyncio.wait_for(self.embedder.aquery(query), QUERY_WAIT_S)
+        except (EmbeddingError, TimeoutError) as exc:
+            self._endpoint_failed(str(exc) or f"no vector within {QUERY_WAIT_S:g} s")
+            return None
+
+    def _endpoint_failed(self, error: str) -> None:
+        self._endpoint_down_until = time.monotonic() + RETRY_S
+        if error != self._endpoint_error:
+            logger.warning("embedding endpoint: %s; searching by words alone, trying again in %.0f s", error, RETRY_S)
+        self._endpoint_error = error
+
+    def _catch_up_if_waiting(self, path: Path) -> None:
+        """Start embedding the passages that wait for a vector, unless that is under way, the endpoint rests, or
+        the index served was already looked at."""
+        if self.embedder is None or time.monotonic() < max(self._endpoint_down_until, self._catch_up_after):
+            return
+        if self._catching_up is not None and not self._catching_up.done():
+            return
+        if self._waiting_in is self._index:
+            return
+        self._waiting_in = self._index
+        waiting = self._index.waiting()
+        if waiting:
+            self._catching_up = asyncio.create_task(self._catch_up(path, self.embedder, waiting),
+                                                    name="docserver-embed")
+
+    async def _catch_up(self, path: Path, embedder: Embedder, waiting: list[Chunk]) -> None:
+        started = time.perf_counter()
+        try:
+            outcome = await asyncio.to_thread(embed_chunks, path, embedder, waiting)
+        except _READ_ERRORS as exc:  # a read-only or damaged file: the passages stay searched by words
+            self._endpoint_failed(f"cannot store vectors in {path} ({exc})")
+            return
+        if outcome.error == "busy":  # another process embeds this file's passages: look again later
+            self._catch_up_after = time.monotonic() + RETRY_S
+        elif outcome.error is not None:
+            self._endpoint_failed(outcome.error)
+        else:
+            self._endpoint_error = None
+        if outcome.waiting:
+            self._waiting_in = None  # look for them again once the endpoint has rested
+        if outcome.embedded or outcome.cached:
+            logger.info("embedded %d waiting passages (%d from the cache) in %.1f s; %d still wait", outcome.embedded,
+                        outcome.cached, time.perf_counter() - started, outcome.waiting)
+        self._checked = 0.0  # the next call looks at the file: its vectors are searched from then on

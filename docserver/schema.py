@@ -98,6 +98,17 @@ CREATE TABLE IF NOT EXISTS attachments (
     chunks     INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (collection, file_id)
 );
+CREATE TABLE IF NOT EXISTS vectors (
+    key    TEXT NOT NULL,  -- the vector space: embedding model, prefixes and input types (EmbeddingSettings.key)
+    digest TEXT NOT NULL,  -- of the key and the passage text embedded (vectors.passage_digest)
+    vector BLOB NOT NULL,  -- float32, little-endian, L2-normalised
+    PRIMARY KEY (key, digest)
+);
+CREATE TABLE IF NOT EXISTS embedding_lease (
+    id      INTEGER PRIMARY KEY CHECK (id = 1),
+    holder  TEXT NOT NULL,  -- who is embedding this file's passages now (one process at a time)
+    expires REAL NOT NULL   -- unix seconds; renewed with every batch written
+);
 """
 
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))

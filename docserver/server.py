@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, EmbeddedResource, TextContent, TextResourceContents
 from starlette.applications import Starlette
@@ -41,7 +42,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
-from .corpus import Chunk, Collection, Document
+from .corpus import Chunk, Collection, Document, chunk_text
+from .embeddings import Embedder, EmbeddingSettings
 from .index import Hit, Index
 from .live import LiveIndex
 
@@ -99,12 +101,6 @@ READ_INSTRUCTIONS = " Met read_document lees je een document (of alleen de relev
 # call then fails with a read error, which in the MCP SDK ends the whole client session and every call in flight on it.
 KEEPALIVE_S = 75
 
-def chunk_text(chunk: Chunk) -> str:
-    """Self-describing chunk text: ``[Title — Section]`` then the paragraphs."""
-    header = chunk.title if chunk.section == chunk.title else f"{chunk.title} — {chunk.section}"
-    return f"[{header}]\n{chunk.text}"
-
-
 def _source(hit: Hit, file_id: str | None = None) -> dict[str, Any]:
     document, chunk = hit.document, hit.chunk
     return {
@@ -126,6 +122,10 @@ def _source(hit: Hit, file_id: str | None = None) -> dict[str, Any]:
             # Raw BM25 score and query-term coverage: lets a client decline what the corpus cannot answer.
             "score": round(hit.score, 4),
             "matched_terms": hit.matched_terms,
+            # searched by meaning too: the cosine of the passage's vector to the query's
+            **({"similarity": hit.similarity} if hit.similarity is not None else {}),
+            # and how far it stands out from the collection's passages for this query (standard deviations)
+            **({"similarity_z": hit.similarity_z} if hit.similarity_z is not None else {}),
             # the original file the document was read from, kept by the library (served by the service)
             **({"file_id": file_id} if file_id else {}),
         },
@@ -243,6 +243,12 @@ def _keep_root_logging() -> Iterator[None]:
         root.handlers[:] = handlers
 
 
+async def _vector(live: LiveIndex, index: Index, collection: str, query: str) -> np.ndarray | None:
+    """The query's vector when ``collection`` has passage vectors to compare it with (the embedder keeps recent
+    queries: a question searched in several collections is embedded once)."""
+    return await live.query_vector(query) if index.searches_by_meaning(collection) else None
+
+
 def build_server(
     index: Index | LiveIndex, *, read_document: bool = True, list_collections: bool = True,
     name: str = "neo-nl-docserver",
@@ -274,7 +280,7 @@ def build_server(
         index = await live.current()
         if index.collection(collection) is None:
             return _unknown_collection(index, collection)
-        hits = index.search(query, collection, limit=SEARCH_LIMIT)
+        hits = index.search(query, collection, limit=SEARCH_LIMIT, query_vector=await _vector(live, index, collection, query))
         return CallToolResult(content=[*(_text(chunk_text(h.chunk)) for h in hits),
                                        _sources_resource(hits, index, collection)])
 
@@ -321,7 +327,8 @@ def _add_read_document(server: SDKServer, live: LiveIndex) -> None:
             return _error(f"Unknown document '{doc_id}' in collection '{collection}'.")
         if not query or not query.strip():
             return CallToolResult(content=[_text(format_document(document, document.chunks))])
-        hits = index.search(query, collection, limit=READ_SECTIONS, doc_id=doc_id)
+        hits = index.search(query, collection, limit=READ_SECTIONS, doc_id=doc_id,
+                            query_vector=await _vector(live, index, collection, query))
         if not hits and document.chunks:
             hits = [Hit(document, document.chunks[0], 0.0, 0.0)]
         hits.sort(key=lambda h: h.chunk.chunk_index)
@@ -427,6 +434,7 @@ def create_app(
     index: Index | None = None,
     index_path: Path | str | None = None,
     token: str | None = None,
+    embeddings: EmbeddingSettings | None = None,
 ) -> Starlette:
     """ASGI app: MCP streamable HTTP at ``/mcp`` and ``GET /health``.
 
@@ -437,9 +445,12 @@ def create_app(
     The index is built here from ``corpus_dir`` (default: the bundled corpus) plus the documents
     ingested into ``index_path`` (default: ``$DOCSERVER_INDEX`` or the checkout's ``data/`` folder,
     see ``store.py``), and rebuilt while serving when another process ingests into that file (see
-    ``live.py``).  Pass ``index`` to serve one already built, as it is.
+    ``live.py``).  Pass ``index`` to serve one already built, as it is.  With ``embeddings`` (an OpenAI-compatible
+    embeddings endpoint) passages are searched by meaning too (``hybrid.py``; ``live.py`` embeds what waits).
     """
-    live = LiveIndex(index) if index is not None else LiveIndex.load(corpus_dir, index_path=index_path)
+    embedder = Embedder(embeddings) if embeddings is not None else None
+    live = (LiveIndex(index, embedder=embedder) if index is not None
+            else LiveIndex.load(corpus_dir, index_path=index_path, embedder=embedder))
     logger.info(
         "%d documents, %d chunks in collections %s%s",
         len(live.index.documents()),

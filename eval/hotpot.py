@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from app.settings import ROOT
 from docserver.embedded import EmbeddedServer, serve_in_background
+from docserver.embeddings import EmbeddingSettings
 from docserver.ingest import ingest, slug
 from graph.collections import Catalog, load_catalog
 
@@ -181,9 +182,9 @@ class PooledCorpus:
     catalog: Catalog
     titles: dict[str, str]  # title -> collection
 
-    async def serve(self) -> EmbeddedServer:
-        """A reference server with only the pooled documents."""
-        return await serve_in_background(corpus_dir=self.corpus_dir, index_path=self.index_path)
+    async def serve(self, embeddings: EmbeddingSettings | None = None) -> EmbeddedServer:
+        """A reference server with only the pooled documents (with ``embeddings``: searched by meaning too)."""
+        return await serve_in_background(corpus_dir=self.corpus_dir, index_path=self.index_path, embeddings=embeddings)
 
 
 def build_corpus(questions: Sequence[dict[str, Any]], root: Path) -> PooledCorpus:

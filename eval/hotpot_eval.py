@@ -47,8 +47,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.settings import Settings
+from docserver.embeddings import Embedder
 from docserver.index import Index
 from docserver.store import load_documents
+from docserver.vectors import embed_chunks, file_vectors
 from eval import hotpot
 from eval.answers import MARKER, body_of, cited_titles, is_declined
 from graph.answer.prompts import Prompts
@@ -70,6 +72,8 @@ BOTH_GATHERED = 0.90  # targets: both gold articles gathered, in the prompt
 BOTH_IN_PROMPT = 0.80
 CITED_MARGIN = 0.15  # gold articles cited must beat the baseline's top-5 gold recall by this much
 ANSWER_MARGIN = 0.10  # answer present (unasked) must beat the baseline's answer in the top 3 (unasked) by this
+# passage vectors kept between runs, by vector space and text (a rerun's fresh pool embeds nothing it had before)
+VECTOR_CACHE = Path(__file__).resolve().parents[1] / "build" / "cache" / "vectors.sqlite3"
 
 
 @dataclass(frozen=True)
@@ -133,15 +137,20 @@ def halves(questions: Sequence[dict[str, Any]], n: int | None = None) -> dict[Sp
     return {name: hotpot.select_questions(half, round(n * len(half) / len(questions))) for name, half in split.items()}
 
 
-def baseline_index(index_path: Path) -> Index:
-    """An in-process BM25 index of every pooled paragraph in one collection."""
-    return Index(replace(d, collection=POOL) for d in load_documents(index_path))
+def baseline_index(index_path: Path, vector_key: str | None = None) -> Index:
+    """An in-process BM25 index of every pooled paragraph in one collection (with ``vector_key``: and their vectors
+    in the index file, for a search by meaning too)."""
+    return Index((replace(d, collection=POOL) for d in load_documents(index_path)), vector_key=vector_key,
+                 vectors=lambda digests: file_vectors(index_path, vector_key, digests) if vector_key else {})
 
 
-def baseline(question: dict[str, Any], index: Index, texts: dict[str, str]) -> tuple[tuple[str, ...], int | None]:
-    """One BM25 search of the question: the titles of the RANKING documents it ranks best (by their best chunk),
-    and the rank (1-based) of the first of them whose paragraph holds the gold answer (None: none of them)."""
-    hits = index.search(question["question"], POOL, limit=SEARCH_CHUNKS)
+def baseline(question: dict[str, Any], index: Index, texts: dict[str, str],
+             embedder: Embedder | None = None) -> tuple[tuple[str, ...], int | None]:
+    """One search of the question (BM25; with ``embedder`` hybrid): the titles of the RANKING documents it ranks
+    best (by their best chunk), and the rank (1-based) of the first of them whose paragraph holds the gold answer
+    (None: none of them)."""
+    vector = embedder.query(question["question"]) if embedder is not None else None
+    hits = index.search(question["question"], POOL, limit=SEARCH_CHUNKS, query_vector=vector)
     ranking = tuple(dict.fromkeys(h.document.title for h in hits))[:RANKING]
     ranks = (r for r, title in enumerate(ranking, 1) if hotpot.answer_found(question["answer"], texts[title]))
     return ranking, next(ranks, None)
@@ -162,16 +171,25 @@ async def ask(question: dict[str, Any], graph: Any, ctx: Context, known: set[str
                     seconds)
 
 
-async def run(path: Path, n: int | None, splits: Sequence[Split], settings: Settings) -> tuple[list[Outcome], int]:
-    """Every chosen question of `splits` through the pipeline and the baseline; also the pool size (paragraphs)."""
+async def run(path: Path, n: int | None, splits: Sequence[Split], settings: Settings,
+              embedder: Embedder | None = None) -> tuple[list[Outcome], int]:
+    """Every chosen question of `splits` through the pipeline and the baseline; also the pool size (paragraphs).
+    With `embedder`: the pool embedded first (vectors from `VECTOR_CACHE` when it has them), searched by meaning
+    too, by the pipeline's server and by the baseline."""
     chosen = halves(hotpot.load_questions(path), n)
     pool = [q for name in SPLITS for q in chosen[name]]
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="neo-nl-hotpot-") as tmp:
         pooled = hotpot.build_corpus(pool, Path(tmp))
-        texts, index = hotpot.paragraphs(pool), baseline_index(pooled.index_path)
+        if embedder is not None:
+            embedded = embed_chunks(pooled.index_path, embedder,
+                                    [c for d in load_documents(pooled.index_path) for c in d.chunks], cache=VECTOR_CACHE)
+            if embedded.waiting:
+                raise RuntimeError(f"HotpotQA: {embedded.waiting} paragraphs not embedded ({embedded.error})")
+        key = embedder.settings.key if embedder is not None else None
+        texts, index = hotpot.paragraphs(pool), baseline_index(pooled.index_path, key)
         known = set(texts)
-        server = await pooled.serve()
+        server = await pooled.serve(embedder.settings if embedder is not None else None)
         docs = DocumentClient(server.url, timeout_s=30, display_names=pooled.catalog.display_names(),
                               auth_token=server.token)
         ctx = Context(llm=None, docs=docs, catalog=pooled.catalog, prompts=Prompts(settings.prompts_dir),
@@ -183,7 +201,7 @@ async def run(path: Path, n: int | None, splits: Sequence[Split], settings: Sett
                     answered = await ask(question, graph, ctx, known)
                     outcomes.append(Outcome(question, name, answered.gathered, answered.prompt, answered.cited,
                                             MARKER.sub("", body_of(answered.answer)), is_declined(answered.answer),
-                                            answered.seconds, *baseline(question, index, texts)))
+                                            answered.seconds, *baseline(question, index, texts, embedder)))
         finally:
             await docs.aclose()
             await server.stop()
@@ -357,10 +375,12 @@ def report_lines(summary: dict[str, Any], path: Path) -> list[str]:
     return lines
 
 
-async def evaluate(path: Path, n: int | None, splits: Sequence[Split], settings: Settings) -> dict[str, Any]:
-    """Run and summarise; the summary also says how many paragraphs were pooled and how long it took."""
+async def evaluate(path: Path, n: int | None, splits: Sequence[Split], settings: Settings,
+                   embedder: Embedder | None = None) -> dict[str, Any]:
+    """Run and summarise (with `embedder`: searched by meaning too); the summary also says how many paragraphs were
+    pooled and how long it took."""
     started = time.perf_counter()
-    outcomes, pool = await run(path, n, splits, settings)
+    outcomes, pool = await run(path, n, splits, settings, embedder)
     seconds = time.perf_counter() - started
     print(f"HotpotQA: {len(outcomes)} questions, pool of {pool} paragraphs, {seconds:.0f} s", file=sys.stderr)
     return summarize(outcomes) | {"pool_paragraphs": pool, "seconds": round(seconds, 1)}

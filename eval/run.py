@@ -32,6 +32,7 @@ from typing import Any
 from app.settings import ROOT, Settings
 from docserver.corpus import BUNDLED_CORPUS, load_corpus
 from docserver.embedded import serve_in_background
+from docserver.embeddings import Embedder, EmbeddingSettings
 from docserver.ingest import ingest
 from docserver.store import load_documents
 from eval import hotpot, hotpot_eval, routing
@@ -319,10 +320,13 @@ def _plot(summary: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: Path | None) -> list[Result]:
-    """The gold questions against a fresh reference server (bundled corpus, plus an ingested index if given)."""
+async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: Path | None,
+                    embeddings: EmbeddingSettings | None = None) -> list[Result]:
+    """The gold questions against a fresh reference server (bundled corpus, plus an ingested index if given;
+    searched by meaning too with `embeddings`)."""
     catalog = load_catalog(settings.collections_file)
-    server = await serve_in_background(index_path=index_path or Path(tempfile.mkdtemp()) / "none.sqlite3")
+    server = await serve_in_background(index_path=index_path or Path(tempfile.mkdtemp()) / "none.sqlite3",
+                                       embeddings=embeddings)
     docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names(), auth_token=server.token)
     llm = None if settings.offline else LLMClient(
         settings.llm_base_url, api_key=settings.llm_api_key, model=settings.llm_model, fast_model=settings.fast_model,
@@ -336,6 +340,25 @@ async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: 
         if llm:
             await llm.aclose()
         await server.stop()
+
+
+async def gold_pair(gold: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
+    """The gold set's test-half summary against the bundled corpus searched by words alone, then hybrid
+    (`settings.embeddings`; the corpus embedded first, from the vector cache where it can)."""
+    from eval import hybrid
+
+    assert settings.embeddings is not None
+    split_of, known = split_gold(gold), _documents_by_collection(None)
+    out = {}
+    for name, embeddings in (("bm25", None), ("hybrid", settings.embeddings)):
+        with tempfile.TemporaryDirectory(prefix="neo-nl-gold-") as tmp:
+            index_path = Path(tmp) / "index.sqlite3"
+            if embeddings is not None:
+                with Embedder(embeddings) as embedder:
+                    hybrid.embedded(embedder, index_path, corpus=True)
+            results = await run_suite(gold, settings, index_path, embeddings)
+        out[name] = summarize([r for r in results if split_of[r.item["id"]] == "test"], known)
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -421,8 +444,16 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     catalog = load_catalog(settings.collections_file)
     routed = [routing.heuristics(item, catalog) for item in routing.load()]
     routing_lines = routing.section(routing.by_split(routed), routing.load_llm_results(), summary["routing_accuracy"])
+    hybrid_lines: list[str] = []
+    if settings.embeddings is not None and not args.limit:  # make eval EMBEDDINGS=local: hybrid beside BM25
+        from eval import hybrid
+
+        hybrid_result = await hybrid.evaluate(settings, args.hotpot, hybrid.PARTS if not args.skip_hotpot
+                                              else ("crosslang",))
+        hybrid_result["gold"] = await gold_pair(gold, settings)
+        hybrid_lines = ["", *hybrid.report_lines(hybrid_result, settings.embeddings)]
     path = write_report(halves, results, split_of, mode, args.out, law_summary, laws,
-                        [*routing_lines, "", *hotpot_lines])
+                        [*routing_lines, "", *hotpot_lines, *hybrid_lines])
     flat = {name: {k: v for k, v in s.items() if not isinstance(v, dict)} for name, s in halves.items()}
     print(json.dumps({"gold": flat, "hotpot": hotpot_summary}, indent=2, ensure_ascii=False))
     print(f"wrote {path}", file=sys.stderr)  # stdout is the JSON above

@@ -27,17 +27,21 @@ def _python() -> Path:
     return VENV / "bin" / "python"
 
 
+# what `python -m docserver` imports beyond the standard library (the docserver's own dependencies, mcp 1.x)
+PACKAGES = ("mcp>=1.20,<2", "uvicorn", "snowballstemmer", "numpy", "httpx", "cachetools")
+
+
 def _ensure_venv() -> bool:
     marker = VENV / ".ready"
-    if marker.exists():
+    if marker.exists() and marker.read_text() == " ".join(PACKAGES):
         return True
     try:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, capture_output=True, timeout=120)
-        subprocess.run([str(_python()), "-m", "pip", "install", "-q", "mcp>=1.20,<2", "uvicorn", "snowballstemmer"],
-                       check=True, capture_output=True, timeout=600)
+        subprocess.run([str(_python()), "-m", "pip", "install", "-q", *PACKAGES], check=True, capture_output=True,
+                       timeout=600)
     except (subprocess.SubprocessError, OSError):
         return False
-    marker.touch()
+    marker.write_text(" ".join(PACKAGES))
     return True
 
 

@@ -763,3 +763,21 @@ def test_a_document_entry_links_to_the_page_of_its_most_relevant_passage() -> No
     entry = Ledger.for_answer([Fact(text="feit", evidence_ids=["c/d#0", "c/d#1"])], parts, limit=5).entries[0]
     assert (entry.page, entry.page_end, entry.url) == (2, 3, "https://example.org/r.pdf#page=2")
     assert entry.id == "c/d#0" and "tekst 0" in entry.text and "tekst 1" in entry.text
+
+
+@pytest.mark.parametrize(("sent", "kept"), [(4.25, 4.25), (3, 3.0), ("4.2", None), (float("nan"), None),
+                                            (float("inf"), None), (True, None), (None, None)])
+def test_how_far_a_passage_stands_out_by_meaning_is_kept_only_as_a_finite_number(sent: object, kept: object) -> None:
+    output = ToolOutput(texts=["a"], sources=[{"fileId": "d", "metadata": {"similarity_z": sent}}])
+    assert to_evidence("c", output)[0].similarity_z == kept
+
+
+def test_embedding_settings_are_checked_at_start_up() -> None:
+    from pydantic import ValidationError
+
+    settings = Settings(_env_file=None, embeddings_url="http://127.0.0.1:9/v1", embeddings_model="e5",
+                        embeddings_query_prefix="query: ")
+    assert settings.embeddings is not None and settings.embeddings.query_prefix == "query: "
+    assert Settings(_env_file=None).embeddings is None
+    with pytest.raises(ValidationError, match="EMBEDDINGS_URL"):
+        Settings(_env_file=None, embeddings_url="ftp://nowhere")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 
@@ -49,3 +50,22 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def wait_until_serving(url: str, process: subprocess.Popen[bytes], seconds: float, what: str) -> None:
+    """Poll ``url`` (a GET answering 200) until a server started as ``process`` serves it; fails the test when the
+    process exits first or ``seconds`` pass (a model server loads its weights first)."""
+    import httpx
+    import pytest
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None:
+            pytest.fail(f"{what} exited ({process.returncode})")
+        time.sleep(0.3)
+    pytest.fail(f"{what} did not serve {url} within {seconds:g} s")

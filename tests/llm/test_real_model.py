@@ -13,7 +13,6 @@ import json
 import os
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from bench.harness import free_port
 from graph.answer import messages
 from tests.conftest import sse_events
+from tests.fakes.servers import wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "local-llm.sh"
@@ -45,16 +45,7 @@ def local_llm() -> Iterator[str]:
     log = open(ROOT / ".models" / "server.log", "wb")  # noqa: SIM115 (closed below)
     server = subprocess.Popen([str(SCRIPT), "serve", str(port)], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/models", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if server.poll() is not None:
-            pytest.fail(f"the local model server exited ({server.returncode}); see .models/server.log")
-        time.sleep(0.5)
+    wait_until_serving(url + "/models", server, 120, "the local model server (see .models/server.log)")
     try:
         yield url
     finally:
