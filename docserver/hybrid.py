@@ -64,13 +64,6 @@ class SlotVectors:
         ordered = sorted(rows.tolist(), key=lambda r: (-float(scores[r]), r))
         return [(float(scores[r]), int(self.slots[r])) for r in ordered]
 
-    @staticmethod
-    def standing(scores: np.ndarray) -> tuple[float, float]:
-        """(mean, standard deviation) of ``similarities``' ``scores``: a cosine's distance from the mean in standard
-        deviations says how far a passage stands out, on a scale the model and the collection's size barely move
-        (raw cosines of one model crowd in 0.75-0.9, of another in 0.2-0.6).  The deviation is at least 1e-6."""
-        return float(scores.mean()), max(float(scores.std()), 1e-6)
-
     def at(self, scores: np.ndarray, slots: Sequence[int]) -> dict[int, float]:
         """Of ``similarities``' ``scores``, those of ``slots`` that have a vector."""
         rows = np.searchsorted(self.slots, slots)

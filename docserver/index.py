@@ -148,8 +148,6 @@ class Hit:
     matched_terms: float = 0.0  # share of the distinct query tokens found in the chunk, 0..1, 3 decimals
     similarity: float | None = None  # cosine of the passage's vector to the query's, 4 decimals; None: not searched
     # by meaning, or the passage has no vector yet
-    similarity_z: float | None = None  # how far that cosine stands above the collection's for the query: standard
-    # deviations above their mean, 2 decimals (comparable across models and collections, unlike the cosine)
 
 
 # Looks up vectors by passage digest (``Index.load``: the index served before, then the index file).
@@ -467,7 +465,7 @@ class Index:
         semantic = self._semantic.get(collection)
         if query_vector is None or semantic is None or semantic.dimension != len(query_vector):
             ranked = _best(scored, pairs, limit)
-            similarity: dict[int, tuple[float, float]] = {}
+            similarity: dict[int, float] = {}
         else:
             lexical, semantic_weight = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
             ranked, similarity = self._fused(scored, semantic, query_vector, collection, limit, doc_id,
@@ -476,8 +474,7 @@ class Index:
         top = ranked[0][0] if ranked else 1.0
         matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in ranked])
         return [Hit(*pairs[i], raw.get(i, 0.0), round(score / top, 4), matched[i],
-                    *((round(similarity[i][0], 4), round(similarity[i][1], 2)) if i in similarity else (None, None)))
-                for score, i in ranked]
+                    round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
 
     def _fused(
         self,
@@ -488,9 +485,8 @@ class Index:
         limit: int | None,
         doc_id: str | None,
         fusion: tuple[float, float],
-    ) -> tuple[list[tuple[float, int]], dict[int, tuple[float, float]]]:
-        """(the fused ranking best first, cut to ``limit``; per passage of it with a vector, its cosine to the query
-        and how far that stands above the collection's: ``SlotVectors.standing``)."""
+    ) -> tuple[list[tuple[float, int]], dict[int, float]]:
+        """(the fused ranking best first, cut to ``limit``; its passages' cosines to the query)."""
         pairs = self._chunks[collection]
         depth = max(limit or len(pairs), FUSION_DEPTH)
         allowed = None
@@ -501,9 +497,7 @@ class Index:
         ranked = sorted(((score, i) for i, score in fused.items()),
                         key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index))  # type: ignore[index]
         ranked = ranked[:limit] if limit is not None else ranked
-        mean, spread = semantic.standing(cosines)
-        return ranked, {slot: (cosine, (cosine - mean) / spread)
-                        for slot, cosine in semantic.at(cosines, [i for _, i in ranked]).items()}
+        return ranked, semantic.at(cosines, [i for _, i in ranked])
 
     def _known_share(self, bm25: BM25, tokens: Sequence[str]) -> float:
         """The share of the query's words the collection holds at all (any stem of the word, or of a part of it):
@@ -533,7 +527,7 @@ class Index:
             for i in found:
                 if any(bm25.contains(v, i) for v in variants) or (parts and all(bm25.contains(p, i) for p in parts)):
                     found[i] += 1
-        return {i: round(n / len(tokens), 3) for i, n in found.items()}
+        return {i: round(n / len(tokens), 3) if tokens else 0.0 for i, n in found.items()}
 
     def match_titles(self, query: str, collection: str) -> list[Document]:
         """Documents whose title shares a stem with ``query``; most matched query words first."""

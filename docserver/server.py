@@ -124,8 +124,6 @@ def _source(hit: Hit, file_id: str | None = None) -> dict[str, Any]:
             "matched_terms": hit.matched_terms,
             # searched by meaning too: the cosine of the passage's vector to the query's
             **({"similarity": hit.similarity} if hit.similarity is not None else {}),
-            # and how far it stands out from the collection's passages for this query (standard deviations)
-            **({"similarity_z": hit.similarity_z} if hit.similarity_z is not None else {}),
             # the original file the document was read from, kept by the library (served by the service)
             **({"file_id": file_id} if file_id else {}),
         },

@@ -47,7 +47,6 @@ from graph.collections import library_catalog, load_catalog
 from graph.context import Context
 from graph.models import Turn
 from graph.runner import start
-from graph.text.language import detect_language
 
 HOTPOT_N = 400  # questions pooled for the comparison: 200 per half
 WEIGHTS = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # of the vector side (words: LEXICAL_WEIGHT), swept on the tuning half
@@ -126,16 +125,16 @@ HOTPOT_ROWS = (("One search: gold recall at 5", "baseline", "gold_top5"),
                ("Pipeline: answer present, unasked", "pipeline", "answer_present_unasked"),
                ("Pipeline: declined", "pipeline", "declined"),
                ("Pipeline: seconds per question", "pipeline", "seconds_mean"))
-GOLD_ROWS = ("recall_at_5", "key_fact_coverage", "citation_precision", "routing_accuracy", "unanswerable_declined")
+GOLD_ROWS = ("recall_at_5", "mrr", "key_fact_recall", "key_fact_recall_factual", "citation_precision",
+             "routing_accuracy", "refusal_rate_unanswerable", "false_refusal_rate")
 
 
 async def crosslang_answers(embedder: Embedder, settings: Settings, llm: LLMClient | None = None,
                             questions: Sequence[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The cross-language set (or `questions` of it) through the pipeline (offline unless `llm`; the catalog the
     service makes of the library: the shared files' collections described by their titles), by words alone and
-    hybrid: per question whether it was declined, whether the answer cites the passage that answers (its sources:
-    `crosslang.chunk_matches`) and the standing by meaning
-    (`Evidence.similarity_z`) of the best passage in the other language."""
+    hybrid: per question whether it was declined and whether the answer cites the passage that answers (its
+    sources: `crosslang.chunk_matches`)."""
     questions = crosslang.load_set() if questions is None else questions
     out: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="neo-nl-crosslang-") as tmp:
@@ -161,12 +160,9 @@ async def crosslang_answers(embedder: Embedder, settings: Settings, llm: LLMClie
 async def _crosslang_answer(question: dict[str, Any], graph: Any, ctx: Context) -> dict[str, Any]:
     state, request = start([Turn(role="user", content=question["question"])], ctx)
     state = await graph.ainvoke(state, context=request)
-    other = [e.similarity_z for e in state["evidence"] if e.similarity_z is not None
-             and detect_language(e.text, default=question["language"]) != question["language"]]
     return {"id": question["id"], "language": question["language"], "declined": is_declined(state["answer"]),
             "gold_cited": any(crosslang.chunk_matches(e.doc_id, e, gold) for e in state["sources"]
-                              for gold in question["gold"]),
-            "best_z": max(other, default=None)}
+                              for gold in question["gold"])}
 
 
 def report_lines(result: dict[str, Any], settings: EmbeddingSettings) -> list[str]:

@@ -31,9 +31,6 @@ class Evidence(BaseModel):
     page: int | None = None  # the page of a paged source (PDF) it starts on, 1-based
     page_end: int | None = None  # and the one it ends on, when it runs over a page break
     relevance: float = 0.0
-    # searched by meaning too: how far its vector stands out from the collection's for the query (standard
-    # deviations above the mean cosine); None: not searched by meaning (`graph.text.meaning`)
-    similarity_z: float | None = None
     summary: bool = False  # a paraphrase, not the official text of the source
     withheld: int = 0  # sentences addressed to the model taken out of it (`graph.text.injection.screen`)
     file_id: str = ""  # the library's original of its document (`/v1/files/{file_id}/content`), when it keeps one

@@ -765,13 +765,6 @@ def test_a_document_entry_links_to_the_page_of_its_most_relevant_passage() -> No
     assert entry.id == "c/d#0" and "tekst 0" in entry.text and "tekst 1" in entry.text
 
 
-@pytest.mark.parametrize(("sent", "kept"), [(4.25, 4.25), (3, 3.0), ("4.2", None), (float("nan"), None),
-                                            (float("inf"), None), (True, None), (None, None)])
-def test_how_far_a_passage_stands_out_by_meaning_is_kept_only_as_a_finite_number(sent: object, kept: object) -> None:
-    output = ToolOutput(texts=["a"], sources=[{"fileId": "d", "metadata": {"similarity_z": sent}}])
-    assert to_evidence("c", output)[0].similarity_z == kept
-
-
 def test_embedding_settings_are_checked_at_start_up() -> None:
     from pydantic import ValidationError
 

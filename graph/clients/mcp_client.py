@@ -14,7 +14,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import re
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -110,14 +109,6 @@ def _page(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _standing(value: Any) -> float | None:
-    """How far a passage stands out by meaning (``similarity_z``): a finite number, else None (not searched by
-    meaning, or a server that sends something else)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
     """Typed evidence with stable ids `collection/doc_id#n`; chunk i belongs to source i."""
     evidence: list[Evidence] = []
@@ -143,7 +134,6 @@ def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
                 page=_page(meta.get("page")),
                 page_end=_page(meta.get("page_end")),
                 relevance=float(source.get("relevance") or 0.0),
-                similarity_z=_standing(meta.get("similarity_z")),
                 summary=str(meta.get("kind") or "").lower() == "summary",
                 file_id=str(meta.get("file_id") or ""),
             )

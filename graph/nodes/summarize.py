@@ -23,7 +23,6 @@ from graph.state import State
 from graph.structured import ask_json
 from graph.text.extractive import select_facts
 from graph.text.hops import listed_things, unfound_things, without
-from graph.text.meaning import meaning_facts
 from graph.text.routing import spread
 
 WINDOW, WINDOWS = 6, 3
@@ -121,11 +120,6 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         facts, unfound = each_thing(ctx, query, listed_things(state["question"], ctx.catalog.words()), new, limit,
                                     min_coverage, route)
         selected = [facts] if facts else selected
-    if not any(selected) and ctx.llm is not None:
-        # words found nothing: a passage in the other language found by meaning may answer, and the model reading it
-        # judges (similarity says what a passage is about, not whether it answers: offline, words alone decide)
-        meant = meaning_facts(new, ctx.language, limit)
-        selected, windows = ([meant], [new]) if meant else (selected, windows)
     if unfound:
         emit(Step(messages.line("not_found", ctx.language, missing=", ".join(unfound))))
     tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))
