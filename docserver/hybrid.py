@@ -14,6 +14,7 @@ in the collection's language keeps it whole, one in the other language (a Dutch 
 leaves the ranking to meaning, where BM25 would only rank the passages that happen to share a name or a number.
 """
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -40,10 +41,16 @@ class SlotVectors:
 
     @classmethod
     def of(cls, digests: Sequence[str | None], vectors: Mapping[str, np.ndarray]) -> "SlotVectors | None":
-        """Per slot a digest (None: no passage there); the slots whose digest has a vector. None: no vector."""
+        """Per slot a digest (None: no passage there); the slots whose digest has a vector. None: no vector.  Vectors
+        of another length than the commonest (a model swapped under the same name) are left out of the search: give
+        the new model its own EMBEDDINGS_MODEL name, and its vectors form a space of their own."""
         slots = [slot for slot, digest in enumerate(digests) if digest is not None and digest in vectors]
         if not slots:
             return None
+        lengths = Counter(len(vectors[digests[slot]]) for slot in slots)  # type: ignore[index]
+        if len(lengths) > 1:
+            common = lengths.most_common(1)[0][0]
+            slots = [slot for slot in slots if len(vectors[digests[slot]]) == common]  # type: ignore[index]
         matrix = np.stack([vectors[digests[slot]] for slot in slots]).astype(np.float32, copy=False)  # type: ignore[index]
         return cls(np.asarray(slots, dtype=np.int64), matrix)
 

@@ -218,10 +218,6 @@ class Index:
         """Whether some passage of ``collection`` has a vector (a query vector would be compared with it)."""
         return self._semantic.get(collection) is not None
 
-    def vector(self, digest: str) -> np.ndarray | None:
-        """The vector of a passage (by ``passage_digest``) this index holds."""
-        return self._vectors.get(digest)
-
     def _build(self) -> None:
         """Every collection's model from scratch."""
         k1, b, decompound = self._settings

@@ -88,7 +88,7 @@ class LiveIndex:
         self._catching_up: asyncio.Task[None] | None = None
         self._waiting_in: Index | None = None  # the index whose waiting passages were last looked for
         self._endpoint_down_until = 0.0  # monotonic: while the embedding endpoint is given a rest after a failure
-        self._endpoint_error: str | None = None  # the last failure logged
+        self._endpoint_error: str | None = None  # the last failure logged (of the endpoint, or storing vectors)
         self._catch_up_after = 0.0  # monotonic: when waiting passages are looked for again after a run fell short
 
     @classmethod
@@ -200,7 +200,11 @@ class LiveIndex:
         try:
             outcome = await asyncio.to_thread(embed_chunks, path, embedder, waiting)
         except _READ_ERRORS as exc:  # a read-only or damaged file: the passages stay searched by words
-            self._endpoint_failed(f"cannot store vectors in {path} ({exc})")
+            self._catch_up_after, self._waiting_in = time.monotonic() + RETRY_S, None
+            if str(exc) != self._endpoint_error:  # said once, not every RETRY_S
+                logger.warning("cannot store vectors in %s (%s); its waiting passages are searched by their words",
+                               path, exc)
+            self._endpoint_error = str(exc)
             return
         if outcome.error == "busy":  # another process embeds this file's passages: look again later
             self._catch_up_after = time.monotonic() + RETRY_S

@@ -90,6 +90,8 @@ def test_slot_vectors_skip_passages_without_a_vector_and_rank_by_cosine() -> Non
     assert slots.nearest(scores, 5, np.array([True, False])) == [(0.0, 0)]
     assert slots.at(scores, [3, 1, 0]) == {3: pytest.approx(0.8), 0: 0.0}
     assert SlotVectors.of(["b", None], vectors) is None
+    mixed = SlotVectors.of(["a", "c", "d"], vectors | {"d": np.ones(3, np.float32)})  # another model's length
+    assert mixed is not None and mixed.slots.tolist() == [0, 1]
 
 
 # --- the index ---------------------------------------------------------------------------------------------
