@@ -58,7 +58,7 @@ class EmbeddingSettings:
     passage_prefix: str = ""  # E5: "passage: "
     query_input_type: str = ""  # sent as "input_type" with queries when set ("query")
     passage_input_type: str = ""  # likewise with passages ("passage", "document")
-    batch_size: int = 32  # texts per request
+    batch_size: int = 16  # texts per request (a query waits behind at most one batch on a one-at-a-time server)
     concurrency: int = 2  # requests in flight while embedding passages
     timeout_s: float = 60.0
 
