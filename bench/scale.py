@@ -348,13 +348,11 @@ def write_vectors(path: Path) -> int:
     """A stand-in vector of space ``VECTOR_KEY`` for every passage a server of the index file ``path`` searches (its
     documents and the bundled corpus, as an ingest with embeddings leaves the file), written into the file's
     ``vectors`` table; how many.  Deterministic: the digests in sorted order take the rows of one seeded matrix."""
-    from docserver.corpus import BUNDLED_CORPUS, chunk_text, load_corpus
+    from docserver.corpus import BUNDLED_CORPUS, chunk_text
     from docserver.schema import connect, prepare
-    from docserver.store import load_documents
-    from docserver.vectors import passage_digest
+    from docserver.vectors import library_passages, passage_digest
 
-    documents = [*load_corpus(BUNDLED_CORPUS), *load_documents(path)]
-    digests = sorted({passage_digest(VECTOR_KEY, chunk_text(c)) for d in documents for c in d.chunks})
+    digests = sorted({passage_digest(VECTOR_KEY, chunk_text(c)) for c in library_passages(path, BUNDLED_CORPUS)})
     matrix = _unit_vectors(len(digests), SEED)
     connection = connect(path)
     try:

@@ -164,7 +164,10 @@ def ingest_main(argv: Sequence[str]) -> int:
         say("ingest failed: no files to ingest were found", sys.stderr)
         return 1
     if report.documents and embeddings is not None:  # a failure leaves them waiting, searched by their words
-        embed_waiting(embeddings, Path(args.index), BUNDLED_CORPUS, bar=bar, quiet=args.quiet)
+        from .vectors import library_passages
+
+        index_path = Path(args.index)
+        embed_waiting(embeddings, index_path, library_passages(index_path, BUNDLED_CORPUS), bar=bar, quiet=args.quiet)
     return 0
 
 
@@ -177,22 +180,13 @@ def _embedding_settings() -> EmbeddingSettings | None:
         raise SystemExit(2) from exc
 
 
-def _library_chunks(index_path: Path, corpus_dir: Path | str) -> list[Chunk]:
-    """Every passage a server of this index file and corpus searches."""
-    from .corpus import load_corpus
-    from .store import load_documents
-
-    return [c for d in [*load_corpus(corpus_dir), *load_documents(index_path)] for c in d.chunks]
-
-
-def embed_waiting(settings: EmbeddingSettings, index_path: Path, corpus_dir: Path | str, *, bar: bool,
+def embed_waiting(settings: EmbeddingSettings, index_path: Path, chunks: Sequence[Chunk], *, bar: bool,
                   quiet: bool) -> bool:
-    """Embed the passages of the index file and the corpus that wait for a vector of ``settings``' space; False
-    when some still wait (the endpoint failed: said on stderr, with what to do)."""
+    """Embed those of ``chunks`` (the library's passages) that wait for a vector of ``settings``' space in the index
+    file; False when some still wait (the endpoint failed: said on stderr, with what to do)."""
     from .embeddings import Embedder
     from .vectors import embed_chunks
 
-    chunks = _library_chunks(index_path, corpus_dir)
     embedder = Embedder(settings)
     progress = None
     if bar:
@@ -237,14 +231,15 @@ def embed_main(argv: Sequence[str]) -> int:
         say("embed: EMBEDDINGS_URL is not set (an OpenAI-compatible /v1/embeddings endpoint; see docs/RETRIEVAL.md)",
             sys.stderr)
         return 2
+    from .vectors import library_passages, prune
+
     index_path = Path(args.index)
     try:
-        complete = embed_waiting(settings, index_path, args.corpus, bar=not args.quiet and sys.stderr.isatty(),
+        chunks = library_passages(index_path, args.corpus)
+        complete = embed_waiting(settings, index_path, chunks, bar=not args.quiet and sys.stderr.isatty(),
                                  quiet=args.quiet)
         if args.prune:
-            from .vectors import prune
-
-            removed = prune(index_path, settings.key, _library_chunks(index_path, args.corpus))
+            removed = prune(index_path, settings.key, chunks)
             if not args.quiet:
                 say(f"{removed} vectors no passage needs deleted")
     except _INDEX_ERRORS as exc:

@@ -30,6 +30,7 @@ __all__ = [
     "check_version",
     "columns",
     "connect",
+    "connect_read_only",
     "collection_versions",
     "generation",
     "has_table",
@@ -131,6 +132,11 @@ def connect(path: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(path, timeout=TIMEOUT_S)
     connection.execute("PRAGMA foreign_keys = ON")
     return connection
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that never writes the file (nor creates it)."""
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
 
 
 def check_version(connection: sqlite3.Connection, path: Path) -> None:

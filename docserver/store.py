@@ -130,10 +130,6 @@ def _read(connection: sqlite3.Connection) -> list[Document]:
     ]
 
 
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-
-
 def _stat(path: Path) -> os.stat_result | None:
     """The file's stat, or None when there is no index file (nothing ingested yet)."""
     try:
@@ -154,7 +150,7 @@ def index_version(index_path: Path | str | None = None) -> IndexVersion | None:
     stat = _stat(path)
     if stat is None:
         return None
-    with closing(_connect_read_only(path)) as connection:
+    with closing(schema.connect_read_only(path)) as connection:
         return _version(stat, schema.generation(connection))
 
 
@@ -206,7 +202,7 @@ def read_snapshot(index_path: Path | str | None = None) -> Snapshot:
     stat = _stat(path)
     if stat is None:
         return Snapshot(None, [])
-    with closing(_connect_read_only(path)) as connection:
+    with closing(schema.connect_read_only(path)) as connection:
         schema.check_version(connection, path)
         connection.execute("BEGIN")  # one snapshot for the counters, the documents and the collections
         snapshot = Snapshot(_version(stat, schema.generation(connection)), _read(connection), _created(connection),
@@ -288,7 +284,7 @@ def list_stored(index_path: Path | str | None = None, collection: str | None = N
     path = resolve_index_path(index_path)
     if _stat(path) is None:
         return []
-    with closing(_connect_read_only(path)) as connection:
+    with closing(schema.connect_read_only(path)) as connection:
         schema.check_version(connection, path)
         return _stored(connection, collection)
 

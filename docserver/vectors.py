@@ -27,15 +27,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .corpus import Chunk, chunk_text
+from .corpus import Chunk, chunk_text, load_corpus
 from .embeddings import Embedder, EmbeddingError
-from .schema import bump, connect, has_table, prepare
+from .schema import bump, connect, connect_read_only, has_table, prepare
+from .store import load_documents
 
 __all__ = [
     "ANNOUNCE_S",
     "Embedded",
     "embed_chunks",
     "file_vectors",
+    "library_passages",
     "passage_digest",
     "prune",
     "read_vectors",
@@ -47,6 +49,13 @@ logger = logging.getLogger("docserver")
 ANNOUNCE_S = 5.0  # how often a long embedding run tells running servers about the vectors it has written
 LEASE_S = 120.0  # a lease not renewed for this long is taken over (its holder died or hangs)
 ROUND = 256  # passages per round between commits (the embedder sends them in its own batches, concurrently)
+
+
+def library_passages(index_path: Path, corpus_dir: Path | str | None) -> list[Chunk]:
+    """Every passage a server of the index file (and of the Markdown corpus in ``corpus_dir``, if any) searches:
+    what waits for a vector is among them."""
+    return [c for d in [*(load_corpus(corpus_dir) if corpus_dir is not None else []), *load_documents(index_path)]
+            for c in d.chunks]
 
 
 def passage_digest(key: str, text: str) -> str:
@@ -267,7 +276,7 @@ def file_vectors(index_path: Path, key: str, digests: Sequence[str]) -> dict[str
     there is no file)."""
     if not digests or not index_path.is_file():
         return {}
-    connection = sqlite3.connect(f"{index_path.resolve().as_uri()}?mode=ro", uri=True)
+    connection = connect_read_only(index_path)
     try:
         return read_vectors(connection, key, digests)
     finally:

@@ -47,10 +47,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from app.settings import Settings
+from docserver.corpus import BUNDLED_CORPUS
 from docserver.embeddings import Embedder
 from docserver.index import Index
 from docserver.store import load_documents
-from docserver.vectors import embed_chunks, file_vectors
+from docserver.vectors import embed_chunks, file_vectors, library_passages
 from eval import hotpot
 from eval.answers import MARKER, body_of, cited_titles, is_declined
 from graph.answer.prompts import Prompts
@@ -137,6 +138,15 @@ def halves(questions: Sequence[dict[str, Any]], n: int | None = None) -> dict[Sp
     return {name: hotpot.select_questions(half, round(n * len(half) / len(questions))) for name, half in split.items()}
 
 
+def embed_library(embedder: Embedder, index_path: Path, *, corpus: bool) -> None:
+    """Every passage of the index file (and of the bundled corpus) given its vector, from `VECTOR_CACHE` where it
+    has one; a passage left waiting fails the run (a comparison on partly embedded documents says nothing)."""
+    outcome = embed_chunks(index_path, embedder, library_passages(index_path, BUNDLED_CORPUS if corpus else None),
+                           cache=VECTOR_CACHE)
+    if outcome.waiting:
+        raise RuntimeError(f"{outcome.waiting} passages not embedded: {outcome.error}")
+
+
 def baseline_index(index_path: Path, vector_key: str | None = None) -> Index:
     """An in-process BM25 index of every pooled paragraph in one collection (with ``vector_key``: and their vectors
     in the index file, for a search by meaning too)."""
@@ -182,10 +192,7 @@ async def run(path: Path, n: int | None, splits: Sequence[Split], settings: Sett
     with tempfile.TemporaryDirectory(prefix="neo-nl-hotpot-") as tmp:
         pooled = hotpot.build_corpus(pool, Path(tmp))
         if embedder is not None:
-            embedded = embed_chunks(pooled.index_path, embedder,
-                                    [c for d in load_documents(pooled.index_path) for c in d.chunks], cache=VECTOR_CACHE)
-            if embedded.waiting:
-                raise RuntimeError(f"HotpotQA: {embedded.waiting} paragraphs not embedded ({embedded.error})")
+            embed_library(embedder, pooled.index_path, corpus=False)
         key = embedder.settings.key if embedder is not None else None
         texts, index = hotpot.paragraphs(pool), baseline_index(pooled.index_path, key)
         known = set(texts)

@@ -31,12 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from app.settings import Settings
-from docserver.corpus import BUNDLED_CORPUS, load_corpus
 from docserver.embedded import serve_in_background
 from docserver.embeddings import Embedder, EmbeddingSettings
 from docserver.hybrid import LEXICAL_WEIGHT, SEMANTIC_WEIGHT
-from docserver.store import load_documents
-from docserver.vectors import embed_chunks
 from eval import crosslang, hotpot, hotpot_eval
 from eval.answers import is_declined
 from graph.answer.prompts import Prompts
@@ -53,15 +50,6 @@ WEIGHTS = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # of the vector side (words: LEX
 PARTS = ("sweep", "hotpot", "crosslang", "crosslang-answers")  # the gold set's part is `eval.run.gold_pair` (it runs the gold suite)
 
 
-def embedded(embedder: Embedder, index_path: Path, *, corpus: bool) -> None:
-    """Every passage of the index file (and the bundled corpus) given its vector, from the cache where it has one."""
-    documents = [*(load_corpus(BUNDLED_CORPUS) if corpus else []), *load_documents(index_path)]
-    outcome = embed_chunks(index_path, embedder, [c for d in documents for c in d.chunks],
-                           cache=hotpot_eval.VECTOR_CACHE)
-    if outcome.waiting:
-        raise RuntimeError(f"{outcome.waiting} passages not embedded: {outcome.error}")
-
-
 def sweep(embedder: Embedder, path: Path, n: int = HOTPOT_N) -> list[dict[str, float]]:
     """Per weight of the vector side: gold recall at 5 and the answer in the top 5 over the tuning half's questions
     (one search each over the pool of both halves)."""
@@ -69,7 +57,7 @@ def sweep(embedder: Embedder, path: Path, n: int = HOTPOT_N) -> list[dict[str, f
     pool = [q for name in hotpot_eval.SPLITS for q in chosen[name]]
     with tempfile.TemporaryDirectory(prefix="neo-nl-sweep-") as tmp:
         pooled = hotpot.build_corpus(pool, Path(tmp))
-        embedded(embedder, pooled.index_path, corpus=False)
+        hotpot_eval.embed_library(embedder, pooled.index_path, corpus=False)
         index = hotpot_eval.baseline_index(pooled.index_path, embedder.settings.key)
     texts = hotpot.paragraphs(pool)
     rows = []
@@ -97,7 +85,7 @@ def crosslang_pair(embedder: Embedder) -> dict[str, Any]:
     catalog = crosslang.product_catalog()
     with tempfile.TemporaryDirectory(prefix="neo-nl-crosslang-") as tmp:
         index_path = crosslang.build_index(Path(tmp))
-        embedded(embedder, index_path, corpus=True)
+        hotpot_eval.embed_library(embedder, index_path, corpus=True)
         index = crosslang.load_index(index_path, vector_key=embedder.settings.key)
     return {"bm25+glossary": crosslang.evaluate(index, glossary=catalog.glossary),
             "hybrid": crosslang.evaluate(index, glossary=catalog.glossary, embed=embedder.query)}
@@ -139,7 +127,7 @@ async def crosslang_answers(embedder: Embedder, settings: Settings, llm: LLMClie
     out: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="neo-nl-crosslang-") as tmp:
         index_path = crosslang.build_index(Path(tmp))
-        embedded(embedder, index_path, corpus=True)
+        hotpot_eval.embed_library(embedder, index_path, corpus=True)
         for name, embeddings in (("bm25", None), ("hybrid", embedder.settings)):
             server = await serve_in_background(index_path=index_path, embeddings=embeddings)
             docs = DocumentClient(server.url, timeout_s=30, auth_token=server.token)

@@ -345,8 +345,6 @@ async def run_suite(gold: list[dict[str, Any]], settings: Settings, index_path: 
 async def gold_pair(gold: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     """The gold set's test-half summary against the bundled corpus searched by words alone, then hybrid
     (`settings.embeddings`; the corpus embedded first, from the vector cache where it can)."""
-    from eval import hybrid
-
     assert settings.embeddings is not None
     split_of, known = split_gold(gold), _documents_by_collection(None)
     out = {}
@@ -355,7 +353,7 @@ async def gold_pair(gold: list[dict[str, Any]], settings: Settings) -> dict[str,
             index_path = Path(tmp) / "index.sqlite3"
             if embeddings is not None:
                 with Embedder(embeddings) as embedder:
-                    hybrid.embedded(embedder, index_path, corpus=True)
+                    hotpot_eval.embed_library(embedder, index_path, corpus=True)
             results = await run_suite(gold, settings, index_path, embeddings)
         out[name] = summarize([r for r in results if split_of[r.item["id"]] == "test"], known)
     return out
