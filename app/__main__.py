@@ -1,4 +1,5 @@
-"""`python -m app [serve]` starts the service; `python -m app graph` prints the pipeline as Mermaid."""
+"""`python -m app [serve]` starts the service; `python -m app graph` prints the pipeline as Mermaid;
+`python -m app ask "..."` streams one question from a running service (`--local`: from one started in-process)."""
 
 from __future__ import annotations
 
@@ -19,12 +20,17 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int, help="worker processes (default: WORKERS, 1)")
     sub.add_parser("graph", help="print the compiled LangGraph pipeline as a Mermaid diagram")
-    ask = sub.add_parser("ask", help="stream one question to the terminal")
+    ask = sub.add_parser(
+        "ask", help="stream one question to the terminal from a running service",
+        description="Stream one question to the terminal from a running service (start one with `make run`). "
+                    "When nothing answers at --url, says so and exits 2; --local starts the service in-process.")
     ask.add_argument("question")
     ask.add_argument("--url", help="service base URL (default http://HOST:PORT/v1)")
     ask.add_argument("--model", default="neo-nl-agent")
     ask.add_argument("--api-key", default="", help="bearer key (default: the first of API_KEYS)")
-    ask.add_argument("--local", action="store_true", help="run the service in-process instead")
+    ask.add_argument("--local", action="store_true",
+                     help="start the service in-process for this question instead (offline unless LLM_BASE_URL "
+                          "is set; its settings come from this environment)")
     args = parser.parse_args(argv)
 
     if args.command == "ask":

@@ -1,11 +1,12 @@
 """`python -m app ask "..."`: stream one question to the terminal (think lines dimmed, answer, sources), with the
 control characters of what the service sends written as escapes (`textkit.untrusted.terminal`).
 
-Talks to a running service (`--url`, default http://HOST:PORT/v1); with `--local`, or when nothing answers
-there, it starts the service in-process on a free port first.
+Talks to a running service (`--url`, default http://HOST:PORT/v1). When nothing answers there it says so on
+stderr (the URL tried, and how to start a service: `make run`, or `--local`) and exits 2. Only with `--local`
+does it start the service in-process on a free port first (with the settings of this environment).
 
 `python -m app.cli key-id`: the key id of each API key read from standard input (one per line; or given as
-arguments), as the access file names keys (README, Collections per caller).
+arguments), as the access file names keys (see "Collections per caller" under docs/).
 """
 
 from __future__ import annotations
@@ -54,10 +55,24 @@ def _reachable(url: str) -> bool:
         return False
 
 
-def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: TextIO = sys.stdout) -> int:
+NOT_RUNNING = 2  # the exit code when no service answers at the URL
+
+
+def not_running(url: str) -> str:
+    """What `ask` says when nothing answers at `url`: the URL tried and the two ways on."""
+    return (f"no service answers at {url}.\n"
+            "Start one in another terminal with `make run` (or pass --url to reach another one),\n"
+            "or ask an in-process service with --local.")
+
+
+def ask(question: str, *, url: str, api_key: str, model: str, local: bool, out: TextIO = sys.stdout,
+        err: TextIO | None = None) -> int:
     server = thread = None
-    if local or not _reachable(url):
+    if local:
         url, server, thread = _start_local()
+    elif not _reachable(url):
+        print(not_running(url), file=err or sys.stderr)
+        return NOT_RUNNING
     color = out.isatty()
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     body = {"model": model, "stream": True, "messages": [{"role": "user", "content": question}]}

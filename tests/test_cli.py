@@ -39,6 +39,17 @@ def test_ask_streams_think_answer_and_sources(service) -> None:
     assert "31 december 2033" in answer and "**Bronnen**" in answer
 
 
+def test_ask_without_a_service_says_so_and_how_to_start_one() -> None:
+    """Nothing listens at the URL and no --local: a message naming the URL and the two ways on, exit 2, no
+    traceback, and no service started behind the user's back."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    result = run("ask", "--url", url, "Wat is INSAG-4?")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"no service answers at {url}" in result.stderr
+    assert "make run" in result.stderr and "--local" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_ask_runs_the_service_in_process() -> None:
     result = run("ask", "--local", "Wat is INSAG-4?", PORT="9")
     assert result.returncode == 0, result.stderr
