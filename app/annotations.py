@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urlsplit
 
 from graph.answer.events import SourceFound
-from graph.answer.sentences import BOUNDARY
+from textkit.sentences import BOUNDARY
 
 _RUN = re.compile(r"\[\d+\](?:\[\d+\])*")  # markers as the citation filter leaves them: [1], [1][3]
 _NUMBER = re.compile(r"\d+")

@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     embeddings_batch: int = Field(16, ge=1)
     embeddings_concurrency: int = Field(2, ge=1)
     embeddings_timeout_s: float = Field(60.0, gt=0)
+    # the cosine from which a sentence says what a question asks (model-specific; multilingual-e5-small 0.85): set,
+    # sentences are embedded too and answer where the question's words find nothing (docs/RETRIEVAL.md)
+    embeddings_sentence_match: float | None = None
 
     # HTTP
     api_keys: Annotated[list[str], NoDecode] = Field(default_factory=list)
@@ -189,7 +192,7 @@ class Settings(BaseSettings):
         """The embedding endpoint the embedded document server searches by meaning with (None: not configured):
         the EMBEDDINGS_* values as the document server itself reads them (``EmbeddingSettings.from_env``)."""
         return EmbeddingSettings.from_env({name.upper(): str(value) for name, value in self.model_dump().items()
-                                           if name.startswith("embeddings_")})
+                                           if name.startswith("embeddings_") and value is not None})
 
     @cached_property
     def pipeline(self) -> PipelineConfig:

@@ -926,7 +926,10 @@ def _scale_vector_rows(scale: dict[str, Any], s: dict[str, float], verdict: bool
     else:
         rows.append([
             "embedding: passages/s, query ms",
-            f"`embed_chunks` of {embedding['embedded']} passages (of {embedding['passages']}), {embedding['model']} "
+            f"`embed_chunks` of {embedding['passages']} passages "
+            + (f"and their sentences ({embedding['embedded']} texts), " if embedding.get("sentences") else
+               f"({embedding['embedded']} embedded), ")
+            + f"{embedding['model']} "
             f"({embedding['dimension']} dimensions) at {embedding['endpoint']}, batches of {embedding['batch_size']}, "
             f"{embedding['concurrency']} in flight: {embedding['embed_s']:.1f} s; then {len(embedding['query_s'])} "
             f"questions one at a time. This client ran on core {scale['core']} like the rest, the endpoint on "

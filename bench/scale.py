@@ -448,6 +448,7 @@ def _embed(index: Path, scratch: Path, queries: list[str], passages: int) -> dic
     return {"model": settings.model or "(unnamed)", "endpoint": f"{parts.scheme}://{parts.hostname}:{parts.port or ''}",
             "batch_size": settings.batch_size, "concurrency": settings.concurrency, "dimension": dimension,
             "passages": len(sample), "embedded": done.embedded, "error": done.error, "embed_s": embed_s,
+            "sentences": settings.sentences,  # each passage's sentences embedded too (EMBEDDINGS_SENTENCE_MATCH)
             "embed_cpu_s": embed_cpu_s, "query_s": latencies}
 
 
@@ -576,7 +577,9 @@ def summary(data: dict[str, Any]) -> dict[str, float]:
     embedding = data.get("embedding")
     if embedding and embedding["embedded"]:
         text_per_s = corpus["text_chunks"] / data["ingest_text"]["wall_s"]
-        figures["embed_per_s"] = embedding["embedded"] / embedding["embed_s"]
+        # passages made searchable per second (each with its sentences when those are embedded too)
+        figures["embed_per_s"] = (embedding["passages"] if embedding.get("sentences") else embedding["embedded"]) \
+            / embedding["embed_s"]
         # an ingest stores a file's passages, then embeds them: one after the other
         figures["ingest_embed_per_s"] = 1 / (1 / text_per_s + 1 / figures["embed_per_s"])
         figures["embed_query_p50"] = percentile(embedding["query_s"], 50)

@@ -192,7 +192,7 @@ def embed_waiting(settings: EmbeddingSettings, index_path: Path, chunks: Sequenc
     if bar:
         from tqdm import tqdm
 
-        progress = tqdm(desc="embedding", unit="passage", leave=False, total=0)
+        progress = tqdm(desc="embedding", unit="text", leave=False, total=0)
     try:
         outcome = embed_chunks(index_path, embedder, chunks, progress=progress.update if progress else None,
                                total=(lambda n: progress.reset(total=n)) if progress else None)
@@ -201,10 +201,10 @@ def embed_waiting(settings: EmbeddingSettings, index_path: Path, chunks: Sequenc
         if progress is not None:
             progress.close()
     if not quiet and (outcome.embedded or outcome.cached):
-        say(f"{outcome.embedded} passages embedded ({settings.model or settings.url})")
+        say(f"{outcome.embedded} texts embedded ({settings.model or settings.url})")
     if outcome.waiting:
         why = "another process is embedding them" if outcome.error == "busy" else f"the endpoint failed: {outcome.error}"
-        say(f"{outcome.waiting} passages wait for a vector ({why}); they are searched by their words until a running "
+        say(f"{outcome.waiting} texts wait for a vector ({why}); they are searched by their words until a running "
             "server, or `python -m docserver embed`, embeds them", sys.stderr)
     return not outcome.waiting
 

@@ -40,6 +40,7 @@ _NUMBERS: dict[str, tuple[str, type, float, float]] = {
     "batch_size": ("EMBEDDINGS_BATCH", int, 1, 2048),
     "concurrency": ("EMBEDDINGS_CONCURRENCY", int, 1, 64),
     "timeout_s": ("EMBEDDINGS_TIMEOUT_S", float, 0.001, 3600.0),
+    "sentence_match": ("EMBEDDINGS_SENTENCE_MATCH", float, -1.0, 1.0),
 }
 _TEXTS = ("model", "api_key", "query_prefix", "passage_prefix", "query_input_type", "passage_input_type")
 
@@ -61,11 +62,17 @@ class EmbeddingSettings:
     batch_size: int = 16  # texts per request (a query waits behind at most one batch on a one-at-a-time server)
     concurrency: int = 2  # requests in flight while embedding passages
     timeout_s: float = 60.0
+    # The cosine from which a sentence says what a question asks, in this model's scale (multilingual-e5-small: 0.85,
+    # `python -m eval.hybrid --only sentence-match` measures it for another model). Set, every sentence of a passage
+    # gets a vector too and a search names the sentences of its hits that reach it (`Index.matching_sentences`): the
+    # agent answers from them where the question's words find nothing (another language). None: neither.
+    sentence_match: float | None = None
 
     def __post_init__(self) -> None:
         _check_url(self.url, "url")
         for name in _NUMBERS:
-            _check_number(getattr(self, name), name, name)
+            if getattr(self, name) is not None or name != "sentence_match":
+                _check_number(getattr(self, name), name, name)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> EmbeddingSettings | None:
@@ -87,6 +94,11 @@ class EmbeddingSettings:
                     values[name] = raw  # said below
                 _check_number(values[name], name, variable)
         return cls(**values)
+
+    @property
+    def sentences(self) -> bool:
+        """Whether sentences are embedded and matched too (`sentence_match` is set)."""
+        return self.sentence_match is not None
 
     @property
     def key(self) -> str:

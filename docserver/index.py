@@ -26,7 +26,7 @@ import re
 from bisect import insort
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,7 @@ from .bm25 import BM25, Term
 from .compounds import Decompounder
 from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, chunk_text, load_collections, load_corpus
 from .hybrid import FUSION_DEPTH, SlotVectors, fuse
+from .sentences import Match, SentenceVectors
 from .store import IndexVersion, Snapshot, read_snapshot, resolve_index_path
 from .vectors import file_vectors, passage_digest
 
@@ -148,6 +149,7 @@ class Hit:
     matched_terms: float = 0.0  # share of the distinct query tokens found in the chunk, 0..1, 3 decimals
     similarity: float | None = None  # cosine of the passage's vector to the query's, 4 decimals; None: not searched
     # by meaning, or the passage has no vector yet
+    sentences: tuple[Match, ...] = ()  # its sentences that say what the query asks, by meaning (``sentences.py``)
 
 
 # Looks up vectors by passage digest (``Index.load``: the index served before, then the index file).
@@ -168,11 +170,14 @@ class Index:
         previous: "Index | None" = None,
         vector_key: str | None = None,
         vectors: VectorLookup | Mapping[str, np.ndarray] | None = None,
+        sentences: SentenceVectors | None = None,
     ) -> None:
         """``previous``: an index of (mostly) the same documents built with the same settings, reused so that
         only what changed is indexed (a running server's reload, ``live.py``); the result is the same.
         ``vector_key``: the vector space the passages are searched by meaning in (``EmbeddingSettings.key``;
-        None: by words only), ``vectors`` their vectors by ``passage_digest`` (a passage without one waits)."""
+        None: by words only), ``vectors`` their vectors by ``passage_digest`` (a passage without one waits);
+        ``sentences``: their sentences' vectors, when searches name the sentences that match (a passage waits for
+        those too)."""
         self._collections = {c.name: c for c in collections}
         # The version of the index file the documents were read from (``Index.load``); None: no file.
         self.source_version: IndexVersion | None = None
@@ -191,6 +196,7 @@ class Index:
             self._build()
         given = vectors if vectors is not None else {}
         self._set_vectors(vector_key, given if callable(given) else lambda digests: given)
+        self._sentences = sentences if vector_key is not None else None
 
     def _set_vectors(self, key: str | None, lookup: VectorLookup) -> None:
         """Per collection, the vectors of its passages (``SlotVectors``) and each slot's digest."""
@@ -211,8 +217,10 @@ class Index:
         """The passages searched by words only because no vector of ``vector_key`` exists for them yet."""
         if self.vector_key is None:
             return []
+        sentences = self._sentences.stored if self._sentences is not None else None
         return [pair[1] for name, pairs in self._chunks.items() for pair, digest in zip(pairs, self._digests[name],
-                strict=True) if pair is not None and digest not in self._vectors]
+                strict=True) if pair is not None and (digest not in self._vectors
+                                                      or (sentences is not None and digest not in sentences))]
 
     def searches_by_meaning(self, collection: str) -> bool:
         """Whether some passage of ``collection`` has a vector (a query vector would be compared with it)."""
@@ -364,6 +372,7 @@ class Index:
         index_path: Path | str | None = None,
         previous: "Index | None" = None,
         vector_key: str | None = None,
+        sentences: bool = False,
     ) -> "Index":
         """The corpus directory (default: the bundled corpus) plus every document of the persisted index.
 
@@ -372,7 +381,8 @@ class Index:
         corpus document with the same collection and doc_id.  ``source_version`` records which
         version of the file was read, so a server can tell when to load again (``live.py``), which
         passes the index it serves as ``previous`` to index only what changed.  ``vector_key``: search by meaning
-        too, with the passages' vectors of that space in the file (or in ``previous``).
+        too, with the passages' vectors of that space in the file (or in ``previous``); ``sentences``: and their
+        sentences' vectors (``sentences.py``).
         """
         root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
         corpus = load_corpus(root)
@@ -395,7 +405,8 @@ class Index:
             return found | file_vectors(path, vector_key, [d for d in digests if d not in found]) if vector_key else {}
 
         index = cls(documents.values(), [*described, *created], previous=previous, vector_key=vector_key,
-                    vectors=lookup)
+                    vectors=lookup, sentences=SentenceVectors.of_file(path, vector_key) if vector_key and sentences
+                    else None)
         index.source_version = snapshot.version
         index.file_ids = snapshot.file_ids
         index.versions = _versions(index.collections, corpus, snapshot)
@@ -439,10 +450,12 @@ class Index:
         doc_id: str | None = None,
         query_vector: np.ndarray | None = None,
         fusion: tuple[float, float] | None = None,
+        sentence_match: float | None = None,
     ) -> list[Hit]:
         """Best chunks of ``collection`` (optionally of one document) for ``query``: by its words, and with
         ``query_vector`` (the query embedded in ``vector_key``'s space) by meaning too, the two fused
-        (``hybrid.py``; ``fusion``: the weights of words and meaning, default ``hybrid``'s)."""
+        (``hybrid.py``; ``fusion``: the weights of words and meaning, default ``hybrid``'s); with
+        ``sentence_match`` too, each hit names its sentences whose cosine to the query reaches it."""
         if collection not in self._bm25:
             raise KeyError(collection)
         bm25, pairs = self._bm25[collection], self._chunks[collection]
@@ -469,8 +482,14 @@ class Index:
         raw = dict((i, score) for score, i in scored)
         top = ranked[0][0] if ranked else 1.0
         matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in ranked])
-        return [Hit(*pairs[i], raw.get(i, 0.0), round(score / top, 4), matched[i],
+        hits = [Hit(*pairs[i], raw.get(i, 0.0), round(score / top, 4), matched[i],
                     round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
+        if sentence_match is None or not similarity or self._sentences is None:
+            return hits
+        digests = self._digests[collection]
+        found = self._sentences.matching([(digests[i], pairs[i][1].text) for _, i in ranked],  # type: ignore[index]
+                                         query_vector, sentence_match)  # type: ignore[arg-type]
+        return [replace(hit, sentences=matches) if matches else hit for hit, matches in zip(hits, found, strict=True)]
 
     def _fused(
         self,

@@ -104,7 +104,8 @@ class LiveIndex:
         """``corpus_dir`` (default: the bundled corpus) plus the index file (default: see ``store.py``), kept current;
         with ``embedder``, searched by meaning too."""
         path = resolve_index_path(index_path)
-        index = Index.load(corpus_dir, index_path=path, vector_key=embedder.settings.key if embedder else None)
+        index = Index.load(corpus_dir, index_path=path, vector_key=embedder.settings.key if embedder else None,
+                           sentences=embedder is not None and embedder.settings.sentences)
         return cls(index, corpus_dir=corpus_dir, index_path=path, check_interval_s=check_interval_s,
                    reload_wait_s=reload_wait_s, embedder=embedder)
 
@@ -112,6 +113,12 @@ class LiveIndex:
     def index(self) -> Index:
         """The index as last loaded, without looking at the file."""
         return self._index
+
+    @property
+    def sentence_match(self) -> float | None:
+        """The cosine from which a search names the sentences of its hits that match the query
+        (``EmbeddingSettings.sentence_match``); None: it names none."""
+        return self.embedder.settings.sentence_match if self.embedder is not None else None
 
     @property
     def path(self) -> Path | None:
@@ -148,7 +155,7 @@ class LiveIndex:
                 return  # unchanged, or changed into a version that failed to load: wait for the next change
             started = time.perf_counter()
             index = await asyncio.to_thread(Index.load, self._corpus_dir, index_path=path, previous=self._index,
-                                            vector_key=self._index.vector_key)
+                                            vector_key=self._index.vector_key, sentences=self.sentence_match is not None)
         except _READ_ERRORS as exc:  # an unreadable version is tried again only once the file changes again
             if (version, str(exc)) != self._failed:
                 logger.warning("index %s changed but cannot be read (%s); serving the previous documents", path, exc)
@@ -215,6 +222,6 @@ class LiveIndex:
         if outcome.waiting:
             self._waiting_in = None  # look for them again once the endpoint has rested
         if outcome.embedded or outcome.cached:
-            logger.info("embedded %d waiting passages (%d from the cache) in %.1f s; %d still wait", outcome.embedded,
+            logger.info("embedded %d waiting texts (%d from the cache) in %.1f s; %d still wait", outcome.embedded,
                         outcome.cached, time.perf_counter() - started, outcome.waiting)
         self._checked = 0.0  # the next call looks at the file: its vectors are searched from then on

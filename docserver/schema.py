@@ -105,6 +105,13 @@ CREATE TABLE IF NOT EXISTS vectors (
     vector BLOB NOT NULL,  -- float32, little-endian, L2-normalised
     PRIMARY KEY (key, digest)
 );
+CREATE TABLE IF NOT EXISTS sentence_vectors (
+    key    TEXT NOT NULL,     -- the vector space, as in vectors
+    digest TEXT NOT NULL,     -- the passage's digest (vectors.passage_digest)
+    count  INTEGER NOT NULL,  -- its sentences (textkit.sentences.passage_sentences of its text), one row each
+    matrix BLOB NOT NULL,     -- float16, little-endian, count rows, L2-normalised
+    PRIMARY KEY (key, digest)
+);
 CREATE TABLE IF NOT EXISTS embedding_lease (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
     holder  TEXT NOT NULL,  -- who is embedding this file's passages now (one process at a time)

@@ -122,8 +122,11 @@ def _source(hit: Hit, file_id: str | None = None) -> dict[str, Any]:
             # Raw BM25 score and query-term coverage: lets a client decline what the corpus cannot answer.
             "score": round(hit.score, 4),
             "matched_terms": hit.matched_terms,
-            # searched by meaning too: the cosine of the passage's vector to the query's
+            # searched by meaning too: the cosine of the passage's vector to the query's, and its sentences that say
+            # what the query asks (``sentences.py``), best first
             **({"similarity": hit.similarity} if hit.similarity is not None else {}),
+            **({"matching_sentences": [{"text": text, "similarity": cosine} for text, cosine in hit.sentences]}
+               if hit.sentences else {}),
             # the original file the document was read from, kept by the library (served by the service)
             **({"file_id": file_id} if file_id else {}),
         },
@@ -278,7 +281,8 @@ def build_server(
         index = await live.current()
         if index.collection(collection) is None:
             return _unknown_collection(index, collection)
-        hits = index.search(query, collection, limit=SEARCH_LIMIT, query_vector=await _vector(live, index, collection, query))
+        hits = index.search(query, collection, limit=SEARCH_LIMIT, query_vector=await _vector(live, index, collection, query),
+                            sentence_match=live.sentence_match)
         return CallToolResult(content=[*(_text(chunk_text(h.chunk)) for h in hits),
                                        _sources_resource(hits, index, collection)])
 
@@ -326,7 +330,7 @@ def _add_read_document(server: SDKServer, live: LiveIndex) -> None:
         if not query or not query.strip():
             return CallToolResult(content=[_text(format_document(document, document.chunks))])
         hits = index.search(query, collection, limit=READ_SECTIONS, doc_id=doc_id,
-                            query_vector=await _vector(live, index, collection, query))
+                            query_vector=await _vector(live, index, collection, query), sentence_match=live.sentence_match)
         if not hits and document.chunks:
             hits = [Hit(document, document.chunks[0], 0.0, 0.0)]
         hits.sort(key=lambda h: h.chunk.chunk_index)

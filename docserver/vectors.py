@@ -12,7 +12,11 @@ feeds do not embed the same passages twice.  Vectors are committed by batch and 
 collections' counters bumped, ``schema.bump``) every ``ANNOUNCE_S`` and at the end, so a running server searches
 them after its next reload.
 
-``cache``: a second file of the same ``vectors`` table (``make eval`` keeps one so that a rerun, which ingests into
+With ``EmbeddingSettings.sentences`` each passage's sentences (``textkit.sentences.passage_sentences`` of its text)
+are embedded too, after the passages, and stored as one row per passage (``sentence_vectors``, by the passage's
+digest, float16: a sentence is only compared with a threshold, ``sentences.py``); a passage waits until both exist.
+
+``cache``: a second file of the same tables (``make eval`` keeps one so that a rerun, which ingests into
 a fresh index, embeds nothing).
 """
 
@@ -21,11 +25,13 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from textkit.sentences import passage_sentences
 
 from .corpus import Chunk, chunk_text, load_corpus
 from .embeddings import Embedder, EmbeddingError
@@ -36,10 +42,12 @@ __all__ = [
     "ANNOUNCE_S",
     "Embedded",
     "embed_chunks",
+    "file_digests",
     "file_vectors",
     "library_passages",
     "passage_digest",
     "prune",
+    "read_sentence_rows",
     "read_vectors",
     "stored_digests",
 ]
@@ -48,7 +56,7 @@ logger = logging.getLogger("docserver")
 
 ANNOUNCE_S = 5.0  # how often a long embedding run tells running servers about the vectors it has written
 LEASE_S = 120.0  # a lease not renewed for this long is taken over (its holder died or hangs)
-ROUND = 256  # passages per round between commits (the embedder sends them in its own batches, concurrently)
+ROUND = 256  # texts per round between commits (the embedder sends them in its own batches, concurrently)
 
 
 def library_passages(index_path: Path, corpus_dir: Path | str | None) -> list[Chunk]:
@@ -65,7 +73,8 @@ def passage_digest(key: str, text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Embedded:
-    """What one run did: passages embedded now, taken from the cache, still waiting, and why they wait."""
+    """What one run did: texts (passages, and their sentences) embedded now, taken from the cache, still waiting,
+    and why they wait."""
 
     embedded: int = 0
     cached: int = 0
@@ -81,31 +90,49 @@ def _vector(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4")
 
 
-def stored_digests(connection: sqlite3.Connection, key: str) -> set[str]:
-    """The digests the file holds a vector for in space ``key``."""
-    if not has_table(connection, "vectors"):
+def stored_digests(connection: sqlite3.Connection, key: str, table: str = "vectors") -> set[str]:
+    """The digests the file holds a vector (``table="sentence_vectors"``: sentence vectors) for in space ``key``."""
+    if table not in ("vectors", "sentence_vectors") or not has_table(connection, table):
         return set()
-    return {row[0] for row in connection.execute("SELECT digest FROM vectors WHERE key = ?", (key,))}
+    return {row[0] for row in connection.execute(f"SELECT digest FROM {table} WHERE key = ?", (key,))}
 
 
-def read_vectors(connection: sqlite3.Connection, key: str, digests: Iterable[str]) -> dict[str, np.ndarray]:
-    """The vectors of ``digests`` the file holds in space ``key`` (read in slices: SQLite limits parameters)."""
+def _select(connection: sqlite3.Connection, table: str, columns: str, key: str, digests: Iterable[str]
+            ) -> Iterator[tuple]:
+    """The rows of ``digests`` in space ``key`` of ``table`` (read in slices: SQLite limits parameters)."""
     wanted = list(dict.fromkeys(digests))
-    if not wanted or not has_table(connection, "vectors"):
-        return {}
-    found: dict[str, np.ndarray] = {}
+    if not wanted or not has_table(connection, table):
+        return
     for start in range(0, len(wanted), 500):
         part = wanted[start : start + 500]
         marks = ",".join("?" * len(part))
-        rows = connection.execute(f"SELECT digest, vector FROM vectors WHERE key = ? AND digest IN ({marks})",
-                                  (key, *part))
-        found.update((digest, _vector(blob)) for digest, blob in rows)
+        yield from connection.execute(f"SELECT digest, {columns} FROM {table} WHERE key = ? AND digest IN ({marks})",
+                                      (key, *part))
+
+
+def read_sentence_rows(connection: sqlite3.Connection, key: str, digests: Iterable[str]) -> dict[str, np.ndarray]:
+    """Per passage digest the file holds sentence vectors of, their matrix (float32, one row a sentence)."""
+    found: dict[str, np.ndarray] = {}
+    for digest, count, blob in _select(connection, "sentence_vectors", "count, matrix", key, digests):
+        matrix = np.frombuffer(blob, dtype="<f2").astype(np.float32)
+        if count >= 0 and matrix.size % max(count, 1) == 0:
+            found[digest] = matrix.reshape(count, -1) if count else np.zeros((0, 0), np.float32)
     return found
 
 
-def _write(connection: sqlite3.Connection, key: str, vectors: Mapping[str, np.ndarray]) -> None:
+def read_vectors(connection: sqlite3.Connection, key: str, digests: Iterable[str]) -> dict[str, np.ndarray]:
+    """The vectors of ``digests`` the file holds in space ``key``."""
+    return {digest: _vector(blob) for digest, blob in _select(connection, "vectors", "vector", key, digests)}
+
+
+def _write(connection: sqlite3.Connection, key: str, vectors: Mapping[str, np.ndarray],
+           sentences: Mapping[str, np.ndarray] | None = None) -> None:
+    """Passage vectors, and sentence matrices, by digest."""
     connection.executemany("INSERT OR REPLACE INTO vectors (key, digest, vector) VALUES (?, ?, ?)",
                            [(key, digest, _blob(v)) for digest, v in vectors.items()])
+    connection.executemany("INSERT OR REPLACE INTO sentence_vectors (key, digest, count, matrix) VALUES (?, ?, ?, ?)",
+                           [(key, digest, len(m), np.asarray(m, dtype="<f2").tobytes())
+                            for digest, m in (sentences or {}).items()])
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -138,36 +165,63 @@ class _Lease:
             self._connection.execute("DELETE FROM embedding_lease WHERE id = 1 AND holder = ?", (self._holder,))
 
 
-def _waiting(connection: sqlite3.Connection, key: str, chunks: Iterable[Chunk]) -> dict[str, tuple[str, set[str]]]:
-    """Per digest not yet in the file: (the text to embed, the collections holding it)."""
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """What waits under one digest: a passage's text (one vector) or its sentences (a matrix)."""
+
+    texts: tuple[str, ...]
+    sentences: bool
+    collections: set[str]
+
+
+Waiting = dict[tuple[bool, str], _Wanted]  # by (sentences, passage digest); passages first
+
+
+def _waiting(connection: sqlite3.Connection, key: str, chunks: Iterable[Chunk], sentences: bool) -> Waiting:
+    """What the file lacks for ``chunks``: passage vectors, then (``sentences``) sentence matrices."""
     have = stored_digests(connection, key)
-    waiting: dict[str, tuple[str, set[str]]] = {}
+    have_sentences = stored_digests(connection, key, "sentence_vectors") if sentences else set()
+    passages: Waiting = {}
+    sentence_rows: Waiting = {}
     for chunk in chunks:
         text = chunk_text(chunk)
         digest = passage_digest(key, text)
         if digest not in have:
-            waiting.setdefault(digest, (text, set()))[1].add(chunk.collection)
-    return waiting
+            passages.setdefault((False, digest), _Wanted((text,), False, set())).collections.add(chunk.collection)
+        if sentences and digest not in have_sentences:
+            wanted = _Wanted(tuple(passage_sentences(chunk.text)), True, set())
+            sentence_rows.setdefault((True, digest), wanted).collections.add(chunk.collection)
+    return passages | sentence_rows
 
 
-def _from_cache(cache: Path | None, key: str, digests: Sequence[str]) -> dict[str, np.ndarray]:
+def _split(keys: Iterable[tuple[bool, str]], found: Mapping[tuple[bool, str], np.ndarray]
+           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """``found`` by table: (passage vectors, sentence matrices), by digest."""
+    vectors = {digest: found[(s, digest)] for s, digest in keys if not s and (s, digest) in found}
+    return vectors, {digest: found[(s, digest)] for s, digest in keys if s and (s, digest) in found}
+
+
+def _from_cache(cache: Path | None, key: str, wanted: Sequence[tuple[bool, str]]) -> dict[tuple[bool, str], np.ndarray]:
     if cache is None or not cache.exists():
         return {}
     connection = sqlite3.connect(cache)
     try:
-        return read_vectors(connection, key, digests)
+        vectors = read_vectors(connection, key, [d for s, d in wanted if not s])
+        sentences = read_sentence_rows(connection, key, [d for s, d in wanted if s])
+        return {(False, d): v for d, v in vectors.items()} | {(True, d): m for d, m in sentences.items()}
     finally:
         connection.close()
 
 
-def _to_cache(cache: Path | None, key: str, vectors: Mapping[str, np.ndarray]) -> None:
-    if cache is None or not vectors:
+def _to_cache(cache: Path | None, key: str, vectors: Mapping[str, np.ndarray], sentences: Mapping[str, np.ndarray]
+              ) -> None:
+    if cache is None or not (vectors or sentences):
         return
     cache.parent.mkdir(parents=True, exist_ok=True)
     connection = _open(cache)
     try:
         with connection:
-            _write(connection, key, vectors)
+            _write(connection, key, vectors, sentences)
     finally:
         connection.close()
 
@@ -181,72 +235,106 @@ def embed_chunks(
     progress: Callable[[int], None] | None = None,
     total: Callable[[int], None] | None = None,
 ) -> Embedded:
-    """Embed the passages of ``chunks`` that have no vector of ``embedder``'s space in the index file, and store
-    them there.  ``total(n)`` is told how many wait before the first request, ``progress(n)`` after each batch.
-    An endpoint failure ends the run with what was done kept (``Embedded.error``); it never raises for one."""
+    """Embed what the index file lacks for ``chunks`` in ``embedder``'s space (passages, and their sentences with
+    ``EmbeddingSettings.sentences``) and store it there.  ``total(n)`` is told how many texts wait before the first
+    request, ``progress(n)`` after each batch with how many more are done.  An endpoint failure ends the run with
+    what was done kept (``Embedded.error``); it never raises for one."""
     key = embedder.settings.key
     connection = _open(index_path)
     try:
-        waiting = _waiting(connection, key, chunks)
+        waiting = _waiting(connection, key, chunks, embedder.settings.sentences)
         if not waiting:
             return Embedded()
         cached = _from_cache(cache, key, list(waiting))
         if cached:
             with connection:
-                _write(connection, key, cached)
-                bump(connection, {c for digest in cached for c in waiting[digest][1]})
-        todo = [digest for digest in waiting if digest not in cached]
+                _write(connection, key, *_split(cached, cached))
+                bump(connection, {c for wanted in cached for c in waiting[wanted].collections})
+        todo = [wanted for wanted in waiting if wanted not in cached]
+        texts = sum(len(waiting[w].texts) for w in todo)
+        from_cache = sum(len(waiting[w].texts) for w in cached)
         if total is not None:
-            total(len(todo))
+            total(texts)
         if not todo:
-            return Embedded(cached=len(cached))
+            return Embedded(cached=from_cache)
         lease = _Lease(connection)
         if not lease.take():
-            return Embedded(cached=len(cached), waiting=len(todo), error="busy")
+            return Embedded(cached=from_cache, waiting=texts, error="busy")
         try:
             done, error = _embed_rounds(connection, lease, embedder, todo, waiting, cache, progress)
         finally:
             lease.release()
-        return Embedded(done, len(cached), len(todo) - done, error)
+        return Embedded(done, from_cache, texts - done, error)
     finally:
         connection.close()
+
+
+def _rounds(todo: Sequence[tuple[bool, str]], waiting: Waiting) -> list[list[tuple[bool, str]]]:
+    """``todo`` in rounds of about ``ROUND`` texts (a passage's sentences are never split between two)."""
+    rounds: list[list[tuple[bool, str]]] = [[]]
+    size = 0
+    for wanted in todo:
+        if size >= ROUND:
+            rounds.append([])
+            size = 0
+        rounds[-1].append(wanted)
+        size += len(waiting[wanted].texts)
+    return rounds
 
 
 def _embed_rounds(
     connection: sqlite3.Connection,
     lease: _Lease,
     embedder: Embedder,
-    todo: Sequence[str],
-    waiting: Mapping[str, tuple[str, set[str]]],
+    todo: Sequence[tuple[bool, str]],
+    waiting: Waiting,
     cache: Path | None,
     progress: Callable[[int], None] | None,
 ) -> tuple[int, str | None]:
-    """(passages embedded, the failure that stopped the run): rounds of ``ROUND`` committed one by one, announced
-    every ``ANNOUNCE_S`` and at the end."""
+    """(texts embedded, the failure that stopped the run): rounds of about ``ROUND`` texts committed one by one,
+    announced every ``ANNOUNCE_S`` and at the end."""
     key, done, error = embedder.settings.key, 0, None
     unannounced: set[str] = set()
     announced = time.monotonic()
-    for start in range(0, len(todo), ROUND):
-        part = todo[start : start + ROUND]
+    rounds = _rounds(todo, waiting)
+    for number, part in enumerate(rounds, start=1):
+        texts = [text for wanted in part for text in waiting[wanted].texts]
         try:
-            rows = embedder.passages([waiting[d][0] for d in part], progress=progress)
+            rows = embedder.passages(texts, progress=_steps(progress) if progress is not None else None)
         except EmbeddingError as exc:
             error = str(exc)
             break
-        vectors = dict(zip(part, rows, strict=True))
+        found, at = {}, 0
+        for wanted in part:
+            n = len(waiting[wanted].texts)
+            found[wanted] = rows[at : at + n] if wanted[0] else rows[at]
+            at += n
+        vectors, sentences = _split(part, found)
         with connection:
-            _write(connection, key, vectors)
-        _to_cache(cache, key, vectors)
-        done += len(part)
-        unannounced.update(c for d in part for c in waiting[d][1])
+            _write(connection, key, vectors, sentences)
+        _to_cache(cache, key, vectors, sentences)
+        done += len(texts)
+        unannounced.update(c for wanted in part for c in waiting[wanted].collections)
         if time.monotonic() - announced >= ANNOUNCE_S:
             _announce(connection, unannounced)
             announced = time.monotonic()
-        if start + ROUND < len(todo) and not lease.take():
+        if number < len(rounds) and not lease.take():
             error = "busy"
             break
     _announce(connection, unannounced)
     return done, error
+
+
+def _steps(progress: Callable[[int], None]) -> Callable[[int], None]:
+    """``Embedder.passages`` counts the texts done in one call; ``progress`` is told how many more each time."""
+    told = 0
+
+    def step(done: int) -> None:
+        nonlocal told
+        progress(done - told)
+        told = done
+
+    return step
 
 
 def _announce(connection: sqlite3.Connection, collections: set[str]) -> None:
@@ -258,26 +346,41 @@ def _announce(connection: sqlite3.Connection, collections: set[str]) -> None:
 
 def prune(index_path: Path, key: str, chunks: Iterable[Chunk]) -> int:
     """Delete the vectors no passage of ``chunks`` needs in space ``key`` (other spaces' vectors, and those of
-    passages changed or removed); the number deleted."""
+    passages changed or removed), and their sentences' likewise; the number of rows deleted."""
     keep = {passage_digest(key, chunk_text(c)) for c in chunks}
     connection = _open(index_path)
     try:
-        rows = connection.execute("SELECT key, digest FROM vectors").fetchall()
-        gone = [(k, d) for k, d in rows if k != key or d not in keep]
-        with connection:
-            connection.executemany("DELETE FROM vectors WHERE key = ? AND digest = ?", gone)
-        return len(gone)
+        deleted = 0
+        for table in ("vectors", "sentence_vectors"):
+            rows = connection.execute(f"SELECT key, digest FROM {table}").fetchall()
+            gone = [(k, d) for k, d in rows if k != key or d not in keep]
+            with connection:
+                connection.executemany(f"DELETE FROM {table} WHERE key = ? AND digest = ?", gone)
+            deleted += len(gone)
+        return deleted
     finally:
         connection.close()
 
 
-def file_vectors(index_path: Path, key: str, digests: Sequence[str]) -> dict[str, np.ndarray]:
-    """The vectors of ``digests`` in space ``key`` the index file holds, read without writing to it (none when
-    there is no file)."""
+def file_vectors(index_path: Path, key: str, digests: Sequence[str], *, sentences: bool = False
+                 ) -> dict[str, np.ndarray]:
+    """The vectors of ``digests`` in space ``key`` the index file holds (``sentences``: the sentence matrices of
+    those passages), read without writing to it (none when there is no file)."""
     if not digests or not index_path.is_file():
         return {}
     connection = connect_read_only(index_path)
     try:
-        return read_vectors(connection, key, digests)
+        return (read_sentence_rows if sentences else read_vectors)(connection, key, digests)
+    finally:
+        connection.close()
+
+
+def file_digests(index_path: Path, key: str, table: str) -> set[str]:
+    """``stored_digests`` of the index file, read without writing to it (none when there is no file)."""
+    if not index_path.is_file():
+        return set()
+    connection = connect_read_only(index_path)
+    try:
+        return stored_digests(connection, key, table)
     finally:
         connection.close()

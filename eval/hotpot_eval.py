@@ -144,7 +144,7 @@ def embed_library(embedder: Embedder, index_path: Path, *, corpus: bool) -> None
     outcome = embed_chunks(index_path, embedder, library_passages(index_path, BUNDLED_CORPUS if corpus else None),
                            cache=VECTOR_CACHE)
     if outcome.waiting:
-        raise RuntimeError(f"{outcome.waiting} passages not embedded: {outcome.error}")
+        raise RuntimeError(f"{outcome.waiting} texts not embedded: {outcome.error}")
 
 
 def baseline_index(index_path: Path, vector_key: str | None = None) -> Index:

@@ -14,10 +14,15 @@ side on the same documents and questions.
 - **Dutch gold set**: the gold questions through the pipeline against the bundled corpus searched by words alone,
   then hybrid; every test-half figure side by side.
 
-- **Cross-language set through the pipeline** (offline): declined, and the answer citing the passage that answers.
+- **Sentence match** (`EMBEDDINGS_SENTENCE_MATCH`, docserver/sentences.py), chosen on the tuning halves: per
+  threshold, the offline pipeline on the cross-language set's tuning half (declined, citing the passage that answers)
+  and on the gold set's unanswerable questions of the same half, asked of the same library (declined): what sentences
+  found by meaning answer where words find nothing, against what they must not answer.
+- **Cross-language set through the pipeline** (offline), held-apart half: the same three figures by words alone and
+  hybrid (with sentences when `EMBEDDINGS_SENTENCE_MATCH` is set).
 
-`python -m eval.hybrid [--only sweep,hotpot,crosslang,crosslang-answers]` prints the section but the gold set (needs EMBEDDINGS_URL);
-`make eval EMBEDDINGS=local` writes all of it.
+`python -m eval.hybrid [--only sweep,hotpot,crosslang,sentence-match,crosslang-answers]` prints the section but the
+gold set (needs EMBEDDINGS_URL); `make eval EMBEDDINGS=local` writes all of it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import asyncio
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +42,7 @@ from docserver.embeddings import Embedder, EmbeddingSettings
 from docserver.hybrid import LEXICAL_WEIGHT, SEMANTIC_WEIGHT
 from eval import crosslang, hotpot, hotpot_eval
 from eval.answers import is_declined
+from eval.gold import GOLD_FILE, load_gold, split_gold
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
 from graph.clients.llm import LLMClient
@@ -47,7 +54,8 @@ from graph.runner import start
 
 HOTPOT_N = 400  # questions pooled for the comparison: 200 per half
 WEIGHTS = (0.0, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)  # of the vector side (words: LEXICAL_WEIGHT), swept on the tuning half
-PARTS = ("sweep", "hotpot", "crosslang", "crosslang-answers")  # the gold set's part is `eval.run.gold_pair` (it runs the gold suite)
+SENTENCE_MATCHES = (0.8, 0.82, 0.84, 0.85, 0.86, 0.88)  # EMBEDDINGS_SENTENCE_MATCH, swept on the tuning halves
+PARTS = ("sweep", "hotpot", "crosslang", "sentence-match", "crosslang-answers")  # the gold set's part is `eval.run.gold_pair` (it runs the gold suite)
 
 
 def sweep(embedder: Embedder, path: Path, n: int = HOTPOT_N) -> list[dict[str, float]]:
@@ -113,22 +121,40 @@ HOTPOT_ROWS = (("One search: gold recall at 5", "baseline", "gold_top5"),
                ("Pipeline: answer present, unasked", "pipeline", "answer_present_unasked"),
                ("Pipeline: declined", "pipeline", "declined"),
                ("Pipeline: seconds per question", "pipeline", "seconds_mean"))
+ANSWER_ROWS = (("Cross-language: declined", "declined"), ("Cross-language: cites the passage that answers", "gold_cited"),
+               ("Unanswerable: declined", "unanswerable_declined"))
 GOLD_ROWS = ("recall_at_5", "mrr", "key_fact_recall", "key_fact_recall_factual", "citation_precision",
              "routing_accuracy", "refusal_rate_unanswerable", "false_refusal_rate")
 
 
-async def crosslang_answers(embedder: Embedder, settings: Settings, llm: LLMClient | None = None,
-                            questions: Sequence[dict[str, Any]] | None = None) -> dict[str, list[dict[str, Any]]]:
-    """The cross-language set (or `questions` of it) through the pipeline (offline unless `llm`; the catalog the
-    service makes of the library: the shared files' collections described by their titles), by words alone and
-    hybrid: per question whether it was declined and whether the answer cites the passage that answers (its
-    sources: `crosslang.chunk_matches`)."""
-    questions = crosslang.load_set() if questions is None else questions
+def answer_questions() -> dict[str, list[dict[str, Any]]]:
+    """By half ("tune", "test"): the cross-language set (alternating within each direction, `hotpot.split_halves`)
+    and the gold set's unanswerable questions (their half of `eval.gold.split_gold`), asked of the same library: what
+    meaning answers that words do not, and what it must still decline."""
+    questions = crosslang.load_set()
+    halves = dict(zip(("tune", "test"), hotpot.split_halves(questions, lambda q: q["language"]), strict=True))
+    gold = load_gold(GOLD_FILE)
+    half_of = split_gold(gold)
+    for item in gold:
+        if not item["answerable"]:
+            halves[half_of[item["id"]]].append({"id": item["id"], "question": item["question"],
+                                                "language": item["language"], "gold": [], "unanswerable": True})
+    return halves
+
+
+async def crosslang_answers(embedder: Embedder, settings: Settings, servers: Sequence[tuple[str, EmbeddingSettings | None]],
+                            questions: Sequence[dict[str, Any]], llm: LLMClient | None = None
+                            ) -> dict[str, list[dict[str, Any]]]:
+    """`questions` (`answer_questions`) through the pipeline (offline unless `llm`; the catalog the service makes of
+    the library: the shared files' collections described by their titles) with a document server per (name,
+    embedding settings: None searches by words alone) of `servers`: per question whether it was declined and
+    whether the answer cites the passage that answers (its sources: `crosslang.chunk_matches`). `embedder`
+    embeds the library first (with sentences when its settings ask for them)."""
     out: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="neo-nl-crosslang-") as tmp:
         index_path = crosslang.build_index(Path(tmp))
         hotpot_eval.embed_library(embedder, index_path, corpus=True)
-        for name, embeddings in (("bm25", None), ("hybrid", embedder.settings)):
+        for name, embeddings in servers:
             server = await serve_in_background(index_path=index_path, embeddings=embeddings)
             docs = DocumentClient(server.url, timeout_s=30, auth_token=server.token)
             try:
@@ -149,8 +175,39 @@ async def _crosslang_answer(question: dict[str, Any], graph: Any, ctx: Context) 
     state, request = start([Turn(role="user", content=question["question"])], ctx)
     state = await graph.ainvoke(state, context=request)
     return {"id": question["id"], "language": question["language"], "declined": is_declined(state["answer"]),
+            "unanswerable": question.get("unanswerable", False),
+            "tokens": state["usage"].total_tokens,
             "gold_cited": any(crosslang.chunk_matches(e.doc_id, e, gold) for e in state["sources"]
                               for gold in question["gold"])}
+
+
+def answer_figures(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Of the cross-language questions: declined, citing the passage that answers; of the unanswerable ones:
+    declined."""
+    answerable = [r for r in rows if not r["unanswerable"]]
+    return {"declined": _share(answerable, "declined"), "gold_cited": _share(answerable, "gold_cited"),
+            "unanswerable_declined": _share([r for r in rows if r["unanswerable"]], "declined")}
+
+
+async def sentence_sweep(embedder: Embedder, settings: Settings, matches: Sequence[float] = SENTENCE_MATCHES
+                         ) -> list[dict[str, float]]:
+    """Per threshold of `EMBEDDINGS_SENTENCE_MATCH` (the embedder's model): `answer_figures` on the tuning half."""
+    if not embedder.settings.sentences:
+        embedder = Embedder(replace(embedder.settings, sentence_match=max(matches)))
+    servers = [(f"{m:g}", replace(embedder.settings, sentence_match=m)) for m in matches]
+    found = await crosslang_answers(embedder, settings, servers, answer_questions()["tune"])
+    return [{"match": m, **answer_figures(found[f"{m:g}"])} for m in matches]
+
+
+async def answers_pair(embedder: Embedder, settings: Settings) -> dict[str, dict[str, dict[str, float]]]:
+    """`answer_figures` per half, by words alone and hybrid (with sentences when `EMBEDDINGS_SENTENCE_MATCH` is
+    set)."""
+    halves = answer_questions()
+    found = await crosslang_answers(embedder, settings, (("bm25", None), ("hybrid", embedder.settings)),
+                                    halves["tune"] + halves["test"])
+    ids = {half: {q["id"] for q in questions} for half, questions in halves.items()}
+    return {half: {name: answer_figures([r for r in rows if r["id"] in ids[half]]) for name, rows in found.items()}
+            for half in halves}
 
 
 def report_lines(result: dict[str, Any], settings: EmbeddingSettings) -> list[str]:
@@ -176,13 +233,23 @@ def report_lines(result: dict[str, Any], settings: EmbeddingSettings) -> list[st
                   "| | BM25 + glossary | Hybrid | Δ |", "|---|---|---|---|",
                   *(_row(key, pair["bm25+glossary"]["recall"][key], pair["hybrid"]["recall"][key])
                     for key in pair["hybrid"]["recall"]), ""]
+    if "sentence_sweep" in result:
+        lines += ["### Sentence match on the tuning half (offline pipeline)", "",
+                  "`EMBEDDINGS_SENTENCE_MATCH`: the cosine from which a sentence found by meaning answers where the "
+                  "question's words find nothing. Tuning half of the cross-language set and of the gold set's "
+                  "unanswerable questions, asked of one library.", "",
+                  "| Threshold | Cross-language declined | Cites the passage that answers | Unanswerable declined |",
+                  "|---|---|---|---|",
+                  *(f"| {r['match']:g} | {r['declined']:.3f} | {r['gold_cited']:.3f} | {r['unanswerable_declined']:.3f} |"
+                    for r in result["sentence_sweep"]), ""]
     if "crosslang_answers" in result:
-        pair = result["crosslang_answers"]
-        lines += ["### Cross-language set through the pipeline (offline)", "",
+        match = settings.sentence_match
+        lines += ["### Cross-language set through the pipeline (offline), held-apart half", "",
+                  "Sentence match " + (f"{match:g}" if match is not None else "off (EMBEDDINGS_SENTENCE_MATCH unset)")
+                  + "; the gold set's unanswerable questions of the same half asked of the same library.", "",
                   "| | BM25 + glossary | Hybrid | Δ |", "|---|---|---|---|",
-                  *(_row(label, _share(pair["bm25"], key), _share(pair["hybrid"], key))
-                    for label, key in (("Declined", "declined"), ("Cites the passage that answers", "gold_cited"))),
-                  ""]
+                  *(_row(label, result["crosslang_answers"]["test"]["bm25"][key],
+                         result["crosslang_answers"]["test"]["hybrid"][key]) for label, key in ANSWER_ROWS), ""]
     if "gold" in result:
         pair = result["gold"]
         lines += ["### Dutch gold set, test half", "", "| | BM25 | Hybrid | Δ |", "|---|---|---|---|",
@@ -203,8 +270,10 @@ async def evaluate(settings: Settings, path: Path, parts: Sequence[str] = PARTS)
         try:
             if "crosslang" in parts:
                 result["crosslang"] = await asyncio.to_thread(crosslang_pair, embedder)
+            if "sentence-match" in parts:
+                result["sentence_sweep"] = await sentence_sweep(embedder, settings)
             if "crosslang-answers" in parts:
-                result["crosslang_answers"] = await crosslang_answers(embedder, settings)
+                result["crosslang_answers"] = await answers_pair(embedder, settings)
         except crosslang.SharedFilesMissing as exc:
             print(f"cross-language set skipped: {exc}", file=sys.stderr)
     finally:

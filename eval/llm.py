@@ -54,7 +54,7 @@ from app.settings import ROOT, Settings
 from docserver.embedded import EmbeddedServer, serve_in_background
 from eval import hotpot, hotpot_eval
 from eval.answers import body_of, is_declined
-from eval.run import EVAL_DIR, load_gold
+from eval.gold import GOLD_FILE, load_gold
 from graph.answer import messages
 from graph.answer.events import AnswerDelta, EchoVerdicts, LLMFallback, Unsupported, UsageEvent
 from graph.answer.ledger import Ledger
@@ -143,7 +143,7 @@ class Run:
 
 def gold_questions(n: int) -> list[Question]:
     """`n` gold questions, stratified by (query type, answerable)."""
-    items = hotpot.stratified(load_gold(EVAL_DIR / "gold.jsonl"), lambda g: (g["type"], g["answerable"]), n)
+    items = hotpot.stratified(load_gold(GOLD_FILE), lambda g: (g["type"], g["answerable"]), n)
     return [Question(g["id"], g["question"], g["type"], g["answerable"], tuple(g["key_facts"]), g["type"])
             for g in items]
 

@@ -37,6 +37,7 @@ from docserver.ingest import ingest
 from docserver.store import load_documents
 from eval import hotpot, hotpot_eval, routing
 from eval.answers import body_of, is_declined
+from eval.gold import EVAL_DIR, load_gold, split_gold
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
 from graph.clients.llm import LLMClient
@@ -47,7 +48,6 @@ from graph.models import Turn
 from graph.runner import start
 from graph.text.claims import cited_numbers, claim_sentences, supported
 
-EVAL_DIR = Path(__file__).resolve().parent
 BUILD_REPORTS = ROOT / "build" / "reports"  # git-ignored: where a run writes its report unless asked
 DOCS = ROOT / "docs"  # the tracked report: only with --write
 SHARED_CORPUS = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "corpus"
@@ -77,20 +77,6 @@ class Result:
     calls: int = 0
     tokens: int = 0
     seconds: float = 0.0
-
-
-def load_gold(*paths: Path) -> list[dict[str, Any]]:
-    items = []
-    for path in paths:
-        if path.exists():
-            items += [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
-    return items
-
-
-def split_gold(items: list[dict[str, Any]]) -> dict[str, str]:
-    """Question id -> "tune" or "test": alternating within each (type, answerable) stratum in file order."""
-    tune, test = hotpot.split_halves(items, lambda g: (g["type"], g["answerable"]))
-    return {g["id"]: "tune" for g in tune} | {g["id"]: "test" for g in test}
 
 
 async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
@@ -238,7 +224,7 @@ def write_report(
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {summary['questions'] + tune['questions']} gold "
         "questions from `eval/gold.jsonl`.", "",
         "The gold set is split in code into a tuning half and a test half, alternating within each (query type, "
-        "answerable) stratum in file order (`eval.run.split_gold`): tune on the tuning half; the tables below "
+        "answerable) stratum in file order (`eval.gold.split_gold`): tune on the tuning half; the tables below "
         f"report the test half ({summary['questions']} questions), the tuning half ({tune['questions']}) beside it. "
         "Settings chosen before the split saw both halves (offline answers decline a question when no passage "
         "contains at least `MIN_COVERAGE` (0.6) of its topic words, a threshold chosen on the whole gold set, or "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from textkit.untrusted import body, plain, safe_url
 
@@ -34,6 +34,9 @@ class Evidence(BaseModel):
     summary: bool = False  # a paraphrase, not the official text of the source
     withheld: int = 0  # sentences addressed to the model taken out of it (`graph.text.injection.screen`)
     file_id: str = ""  # the library's original of its document (`/v1/files/{file_id}/content`), when it keeps one
+    # its sentences that say what the query asks by meaning, with their cosine, best first: from a document server
+    # that embeds sentences (`metadata.matching_sentences`, docserver/sentences.py); read by `graph.text.meaning`
+    matching_sentences: list[tuple[str, float]] = Field(default_factory=list)
 
     @field_validator("id", "title", "section", "doc_id", "collection")
     @classmethod
@@ -57,6 +60,20 @@ class Evidence(BaseModel):
     @classmethod
     def _library_file(cls, value: str) -> str:
         return value if FILE_ID.fullmatch(value) else ""
+
+    @model_validator(mode="after")
+    def _own_sentences(self) -> Evidence:
+        """A matching sentence is kept only when the passage holds it (whitespace aside) and its cosine is a number
+        from -1 to 1: a server cannot make the agent quote what its passage does not say."""
+        self.matching_sentences = [(sentence, cosine) for sentence, cosine in self.matching_sentences
+                                   if -1.0 <= cosine <= 1.0 and holds_sentence(self.text, sentence)]
+        return self
+
+
+def holds_sentence(text: str, sentence: str) -> bool:
+    """Whether `text` holds `sentence`, whitespace folded in both (a passage's sentence keeps its line breaks)."""
+    folded = " ".join(sentence.split())
+    return bool(folded) and folded in " ".join(text.split())
 
 
 class Fact(BaseModel):

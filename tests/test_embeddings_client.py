@@ -87,7 +87,8 @@ def test_an_api_key_the_endpoint_refuses_is_an_error(fake_embeddings: FakeEmbedd
 FULL = {"EMBEDDINGS_URL": " http://nano:8091/v1 ", "EMBEDDINGS_MODEL": " e5 ", "EMBEDDINGS_API_KEY": "k",
         "EMBEDDINGS_QUERY_PREFIX": "query: ", "EMBEDDINGS_PASSAGE_PREFIX": "passage: ",
         "EMBEDDINGS_QUERY_INPUT_TYPE": "query", "EMBEDDINGS_PASSAGE_INPUT_TYPE": "passage",
-        "EMBEDDINGS_BATCH": "16", "EMBEDDINGS_CONCURRENCY": "4", "EMBEDDINGS_TIMEOUT_S": "2.5"}
+        "EMBEDDINGS_BATCH": "16", "EMBEDDINGS_CONCURRENCY": "4", "EMBEDDINGS_TIMEOUT_S": "2.5",
+        "EMBEDDINGS_SENTENCE_MATCH": "0.85"}
 
 
 @pytest.mark.parametrize(("environ", "want"), [
@@ -98,7 +99,7 @@ FULL = {"EMBEDDINGS_URL": " http://nano:8091/v1 ", "EMBEDDINGS_MODEL": " e5 ", "
      EmbeddingSettings(url="http://h/v1")),
     (FULL, EmbeddingSettings(url="http://nano:8091/v1", model="e5", api_key="k", query_prefix="query: ",
                              passage_prefix="passage: ", query_input_type="query", passage_input_type="passage",
-                             batch_size=16, concurrency=4, timeout_s=2.5)),
+                             batch_size=16, concurrency=4, timeout_s=2.5, sentence_match=0.85)),
 ])
 def test_from_env(environ: dict[str, str], want: EmbeddingSettings | None) -> None:
     assert EmbeddingSettings.from_env(environ) == want
@@ -110,6 +111,7 @@ def test_from_env(environ: dict[str, str], want: EmbeddingSettings | None) -> No
     ("EMBEDDINGS_BATCH", "0"), ("EMBEDDINGS_BATCH", "1.5"),
     ("EMBEDDINGS_BATCH", "veel"), ("EMBEDDINGS_CONCURRENCY", "-1"), ("EMBEDDINGS_CONCURRENCY", "1000"),
     ("EMBEDDINGS_TIMEOUT_S", "0"), ("EMBEDDINGS_TIMEOUT_S", "nan"), ("EMBEDDINGS_TIMEOUT_S", "inf"),
+    ("EMBEDDINGS_SENTENCE_MATCH", "1.5"), ("EMBEDDINGS_SENTENCE_MATCH", "nan"), ("EMBEDDINGS_SENTENCE_MATCH", "hoog"),
 ])
 def test_from_env_names_the_bad_variable(variable: str, value: str) -> None:
     with pytest.raises(ValueError, match=variable):

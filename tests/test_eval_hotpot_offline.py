@@ -17,7 +17,8 @@ from docserver.corpus import Chunk, Document
 from docserver.index import Index
 from eval import hotpot, hotpot_eval, run
 from eval.answers import cited_titles, source_titles
-from eval.run import EVAL_DIR, load_gold, main, split_gold
+from eval.gold import load_gold, split_gold
+from eval.run import EVAL_DIR, main
 from graph.models import Evidence
 from tests.test_eval import tracked_report
 

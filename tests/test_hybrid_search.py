@@ -349,7 +349,7 @@ def test_ingest_embeds_what_it_stored_and_an_endpoint_that_is_down_leaves_it_wai
     _write(folder, "pallas", "Pallas", "PALLAS vervangt de Hoge Flux Reactor in Petten.")
     up = _cli("ingest", str(folder), "--collection", "notes", "--index", str(index_path), env=env)
     assert up.returncode == 0, up.stderr
-    assert "passages embedded" in up.stdout
+    assert "texts embedded" in up.stdout
     key = EmbeddingSettings.from_env(env).key  # type: ignore[union-attr]
     (tmp_path / "empty-corpus").mkdir()
     waiting = Index.load(tmp_path / "empty-corpus", index_path=index_path, vector_key=key).waiting()

@@ -430,9 +430,9 @@ def test_offline_task_answers_come_from_the_collections_file() -> None:
     ("It was adopted by the IAEA. The ANVS follows.", ["It was adopted by the IAEA.", "The ANVS follows."]),
 ])
 def test_sentences_end_where_a_reader_ends_them(paragraph: str, expected: list[str]) -> None:
-    """One rule for extractive selection, the support check and the streamed citer (`graph.answer.sentences`)."""
-    from graph.answer.sentences import split
+    """One rule for extractive selection, the support check and the streamed citer (`textkit.sentences`)."""
     from graph.text.claims import claim_sentences
+    from textkit.sentences import split
 
     assert split(paragraph) == expected
     claims = claim_sentences(paragraph)  # the sentences long enough to carry a claim, each whole
@@ -774,3 +774,8 @@ def test_embedding_settings_are_checked_at_start_up() -> None:
     assert Settings(_env_file=None).embeddings is None
     with pytest.raises(ValidationError, match="EMBEDDINGS_URL"):
         Settings(_env_file=None, embeddings_url="ftp://nowhere")
+    assert settings.embeddings.sentence_match is None  # unset: no sentence is embedded
+    matched = Settings(_env_file=None, embeddings_url="http://127.0.0.1:9/v1", embeddings_sentence_match=0.85)
+    assert matched.embeddings is not None and matched.embeddings.sentence_match == 0.85
+    with pytest.raises(ValidationError, match="EMBEDDINGS_SENTENCE_MATCH"):
+        Settings(_env_file=None, embeddings_url="http://127.0.0.1:9/v1", embeddings_sentence_match=2)

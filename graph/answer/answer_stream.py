@@ -18,10 +18,10 @@ from graph.answer.contacts import ContactFilter
 from graph.answer.events import ECHO_VERDICTS, AnswerDelta, EchoVerdicts, emit
 from graph.answer.ledger import CitationFilter
 from graph.answer.sanitize import LeakFilter
-from graph.answer.sentences import NOT_ABBREVIATED
+from textkit.sentences import NOT_ABBREVIATED
 
 # The end of a sentence: after . ! ? (or a citation) and a space, unless a citation follows ("eisen. [2]") or the
-# dot closes an abbreviation or an initial (`graph.answer.sentences`), or a line end; the punctuation a sentence
+# dot closes an abbreviation or an initial (`textkit.sentences`), or a line end; the punctuation a sentence
 # may end with, which is held until the next text shows what follows
 _SENTENCE_END = re.compile(r"(?<=[.!?\]])" + NOT_ABBREVIATED + r"[ \t]+(?=[^\s\[])|\n")
 _LOOKBACK = 12  # characters of the sentence so far that the abbreviation rule reads before a dot

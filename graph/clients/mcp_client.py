@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
 import re
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -109,6 +110,24 @@ def _page(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
+MAX_MATCHING = 5  # matching sentences read per passage
+
+
+def _matching(value: Any) -> list[tuple[str, float]]:
+    """``metadata.matching_sentences`` ([{"text", "similarity"}, ...]): the well-formed ones, at most
+    ``MAX_MATCHING`` (``Evidence`` keeps those its passage holds)."""
+    if not isinstance(value, list):
+        return []
+    found = []
+    for item in value[:MAX_MATCHING]:
+        text = item.get("text") if isinstance(item, dict) else None
+        cosine = item.get("similarity") if isinstance(item, dict) else None
+        if isinstance(text, str) and isinstance(cosine, int | float) and not isinstance(cosine, bool) \
+                and math.isfinite(cosine):
+            found.append((text, float(cosine)))
+    return found
+
+
 def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
     """Typed evidence with stable ids `collection/doc_id#n`; chunk i belongs to source i."""
     evidence: list[Evidence] = []
@@ -136,6 +155,7 @@ def to_evidence(collection: str, output: ToolOutput) -> list[Evidence]:
                 relevance=float(source.get("relevance") or 0.0),
                 summary=str(meta.get("kind") or "").lower() == "summary",
                 file_id=str(meta.get("file_id") or ""),
+                matching_sentences=_matching(meta.get("matching_sentences")),
             )
         )
     return evidence

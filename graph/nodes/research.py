@@ -51,17 +51,30 @@ def interleave(rankings: list[list[Evidence]]) -> list[Evidence]:
     return list(merged.values())
 
 
+def own_wording(task: ResearchTask, n: int) -> bool:
+    """Whether the task's `n`-th query is the question in its own words: the first query of a first-round task
+    (later rounds search other wordings, names and second hops; extra queries are names). Only its hits keep the
+    sentences a document server found near the query by meaning (`graph.text.meaning`): near the question too."""
+    return n == 0 and "@" not in task.id
+
+
+def _words_only(hits: list[Evidence]) -> list[Evidence]:
+    return [h.model_copy(update={"matching_sentences": []}) if h.matching_sentences else h for h in hits]
+
+
 async def search_all(ctx: Context, task: ResearchTask) -> list[Evidence]:
     """The task's queries on its collection, in parallel; one that fails fails the task (its first error). A single
     query is awaited here: a task of its own would send it only after what is already queued (the think lines)."""
     if len(task.queries) == 1:
-        return await ctx.docs.search(task.collection, task.queries[0])
+        hits = await ctx.docs.search(task.collection, task.queries[0])
+        return hits if own_wording(task, 0) else _words_only(hits)
     results = await asyncio.gather(*(ctx.docs.search(task.collection, q) for q in task.queries),
                                    return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException):
             raise result
-    return interleave(results)  # type: ignore[arg-type]
+    return interleave([hits if own_wording(task, n) else _words_only(hits)  # type: ignore[arg-type]
+                       for n, hits in enumerate(results)])
 
 
 def focus(hits: list[Evidence], doc_ids: list[str], limit: int) -> list[Evidence]:

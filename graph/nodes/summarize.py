@@ -23,6 +23,7 @@ from graph.state import State
 from graph.structured import ask_json
 from graph.text.extractive import select_facts
 from graph.text.hops import listed_things, unfound_things, without
+from graph.text.meaning import meaning_facts
 from graph.text.routing import spread
 
 WINDOW, WINDOWS = 6, 3
@@ -120,6 +121,11 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         facts, unfound = each_thing(ctx, query, listed_things(state["question"], ctx.catalog.words()), new, limit,
                                     min_coverage, route)
         selected = [facts] if facts else selected
+    if not any(selected):
+        # words selected nothing: sentences a search found by meaning in another language than the question answer,
+        # when the document server names them (it embeds sentences) and the question's names are in the evidence
+        meant = meaning_facts(state["question"], new, ctx.language, limit, glossary=ctx.catalog.glossary)
+        selected, windows = ([meant], [new]) if meant else (selected, windows)
     if unfound:
         emit(Step(messages.line("not_found", ctx.language, missing=", ".join(unfound))))
     tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))

@@ -15,10 +15,9 @@ from collections.abc import Callable
 from functools import lru_cache
 from itertools import combinations
 
-from graph.answer import sentences
 from graph.models import Evidence, Language
 from graph.text.language import detect_language
-from textkit import analyze
+from textkit import analyze, sentences
 
 _CITE = re.compile(r"\[(\d+)\]")
 _NUMBER = re.compile(r"\b\d[\d.,/]*\b")

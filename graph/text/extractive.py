@@ -10,23 +10,12 @@ from typing import NamedTuple
 
 from graph.answer import messages
 from graph.answer.ledger import Ledger, answer_order
-from graph.answer.sentences import split as split_sentences
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact, Language
 from graph.text.language import detect_language
 from textkit import analyze
+from textkit.sentences import passage_sentences as sentences
 from textkit.untrusted import markdown_text
-
-_HEADER = re.compile(r"^\s*\[[^\]\n]{1,200}\]\s*\n")
-
-
-def sentences(text: str) -> list[str]:
-    body = _HEADER.sub("", text.strip(), count=1)
-    out = []
-    for paragraph in re.split(r"\n\s*\n", body):
-        paragraph = " ".join(paragraph.split()).lstrip("> ").strip()
-        out += [s.strip() for s in split_sentences(paragraph) if len(s.strip()) > 25]
-    return out
 
 
 @lru_cache(maxsize=4096)  # sentences are stemmed by the decline rules, the ranking and the covering; ~8 MB full

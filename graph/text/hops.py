@@ -16,11 +16,11 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, TypeVar
 
-from graph.answer.sentences import BOUNDARY as SENTENCE_BOUNDARY
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
 from graph.text.extractive import names_title, query_terms, stems_of, title_core, unqualified, weighted_coverage
 from textkit import STOPWORDS
+from textkit.sentences import BOUNDARY as SENTENCE_BOUNDARY
 
 # A name: capitalised words (or words with digits), joined by short lower-case connectors ("Folie à Deux",
 # "United States Merchant Marine Academy", "GSR Part 2", "Lemony Snicket's A Series of Unfortunate Events")

@@ -12,6 +12,8 @@ Scripting: attributes read on every request, so a test may change them while the
 * ``base64``: embeddings as base64 of little-endian float32; ``reverse``: ``data`` in reverse order (indexes kept)
 * ``api_key``: demand this Bearer token, else 401
 * ``answer``: a function of the request body returning a starlette Response, or a payload sent as JSON, instead
+* ``synonyms``: words read as another word (a bilingual fake: {"lekkage": "leakage"} puts a Dutch question near
+  an English passage)
 * ``down = True`` stops the listener (connection refused); ``down = False`` brings it back on the same port
 
 Every request is recorded in ``requests`` (``Recorded``: parsed body, headers, ``inputs``), and ``in_flight`` /
@@ -54,10 +56,12 @@ _WORDS = re.compile(r"\w+")
 DEFAULT_FAIL_BODY = '{"error": {"message": "scripted failure", "type": "server_error"}}'
 
 
-def embed_text(text: str, dim: int) -> list[float]:
-    """The fake's vector for `text`: word counts hashed into `dim` buckets, L2-normalised."""
+def embed_text(text: str, dim: int, synonyms: dict[str, str] | None = None) -> list[float]:
+    """The fake's vector for `text`: word counts hashed into `dim` buckets, L2-normalised; a word in `synonyms`
+    counts as the word it maps to."""
     counts = np.zeros(dim)
     for word in _WORDS.findall(text.lower()) or [""]:
+        word = (synonyms or {}).get(word, word)
         digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
         counts[int.from_bytes(digest, "little") % dim] += 1.0
     return (counts / np.linalg.norm(counts)).tolist()
@@ -78,10 +82,12 @@ class FakeEmbeddings:
     def __init__(self, *, dim: int = 64, delay_s: float = 0.0, fail_status: int | None = None,
                  fail_body: str = DEFAULT_FAIL_BODY, wrong_dim_after: int | None = None, base64: bool = False,
                  reverse: bool = False, api_key: str | None = None,
-                 answer: Callable[[Any], Response | Any] | None = None) -> None:
+                 answer: Callable[[Any], Response | Any] | None = None,
+                 synonyms: dict[str, str] | None = None) -> None:
         self.dim, self.delay_s, self.wrong_dim_after = dim, delay_s, wrong_dim_after
         self.fail_status, self.fail_body = fail_status, fail_body
         self.base64, self.reverse, self.api_key, self.answer = base64, reverse, api_key, answer
+        self.synonyms = dict(synonyms or {})
         self.requests: list[Recorded] = []
         self.in_flight = self.peak_in_flight = self.disconnects = 0
         self._lock = threading.Lock()
@@ -168,7 +174,7 @@ class FakeEmbeddings:
         if not inputs or not all(isinstance(text, str) for text in inputs):
             return JSONResponse({"error": {"message": "'input' must be a string or a list of strings"}}, 400)
         dim = self.dim + 1 if self.wrong_dim_after is not None and number >= self.wrong_dim_after else self.dim
-        data = [{"object": "embedding", "index": i, "embedding": self._encode(embed_text(text, dim))}
+        data = [{"object": "embedding", "index": i, "embedding": self._encode(embed_text(text, dim, self.synonyms))}
                 for i, text in enumerate(inputs)]
         words = sum(len(_WORDS.findall(text)) for text in inputs)
         return JSONResponse({"object": "list", "data": data[::-1] if self.reverse else data,
