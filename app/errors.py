@@ -1,6 +1,6 @@
 """OpenAI error envelope for every failure: no FastAPI 422 bodies, no bare 500s.
 
-Every error has a `type` from its HTTP status and a `code` that names the error kind, streamed or not (README,
+Every error has a `type` from its HTTP status and a `code` that names the error kind, streamed or not (docs/API.md,
 "Errors"): the status's default code (`CODES`) unless a more specific one applies, such as `model_not_found`
 or `context_length_exceeded`.
 """

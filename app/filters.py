@@ -1,4 +1,4 @@
-"""The request's `filters` (README, "Filters and search"): the collections and language narrow what the caller may
+"""The request's `filters` (docs/API.md, "Filters and search"): the collections and language narrow what the caller may
 see, never widen it; `kind` travels to research (`graph.context.SearchFilters`)."""
 
 from __future__ import annotations

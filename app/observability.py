@@ -34,7 +34,7 @@ class _TraceIdFilter(logging.Filter):
 
 
 def configure_logging(level: str, json_logs: bool, traced: bool = False) -> None:
-    """`traced`: tracing is on, and every line names its trace (README, Tracing)."""
+    """`traced`: tracing is on, and every line names its trace (docs/OPERATIONS.md, "Tracing")."""
     handler = logging.StreamHandler()
     handler.addFilter(_RequestIdFilter())
     if traced:

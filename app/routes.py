@@ -10,18 +10,10 @@ from sse_starlette import EventSourceResponse
 
 from app.access import Caller
 from app.annotations import deep_link
+from app.answer_events import pipeline_events, task_events
 from app.auth import bearer_token, caller, check_api_key, check_operator_key, has_valid_key
-from app.chat import (
-    RequestRecord,
-    answer_options,
-    complete_chat,
-    conversation,
-    new_renderer,
-    pipeline_events,
-    stream_chat,
-    task_events,
-    validate,
-)
+from app.chat import complete_chat, new_renderer, stream_chat
+from app.chat_request import answer_options, conversation, validate
 from app.errors import APIError, model_not_found
 from app.filters import narrowed, search_filters
 from app.protocol import (
@@ -36,6 +28,7 @@ from app.protocol import (
     SearchResponse,
 )
 from app.ratelimit import rate_limit
+from app.request_record import RequestRecord
 from app.services import Services
 from app.settings import Settings
 from app.tasks import detect_task
@@ -169,8 +162,8 @@ async def health() -> dict[str, str]:
 async def ready(request: Request, svc: ServicesDep) -> JSONResponse:
     """Ready or degraded (503); the detail (upstream URLs, collections, cache) only for a caller with a key
     when API_KEYS is set, unless METRICS_PUBLIC=true: a load balancer needs the status, not the topology. The
-    collections listed are those the key may search (README, Collections per caller); user headers play no
-    part here."""
+    collections listed are those the key may search (section "Collections per caller" under docs/); user headers
+    play no part here."""
     report = await svc.readiness(svc.access.visible(Caller(tenant_of(bearer_token(request))), svc.catalog.names))
     status = 200 if report["status"] == "ready" else 503
     if not (svc.settings.metrics_public or has_valid_key(request)):

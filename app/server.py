@@ -1,5 +1,5 @@
 """The HTTP server's own guards, below the ASGI app, where a client that sends nothing is still visible: a deadline
-for receiving each request and a bound on open connections (README, "Threat model").
+for receiving each request and a bound on open connections (section "Threat model" under docs/: hostile clients).
 
 uvicorn has no timeout for reading a request: a client that sends its headers one byte at a time, stalls its body,
 or connects and says nothing holds a connection (a file descriptor, a parser, buffers) for as long as it likes,

@@ -48,27 +48,8 @@ class Services:
     async def start(cls, settings: Settings, tracing: Tracing | None = None) -> Services:
         tracing = tracing or Tracing()
         catalog = load_catalog(settings.collections_file)
-        embedded, url, token = None, settings.mcp_server_url.strip(), settings.mcp_auth_token
-        if not url:
-            from docserver.embedded import serve_in_background
-
-            # it answers only requests with its own random token
-            embedded = await serve_in_background(embeddings=settings.embeddings)
-            url, token = embedded.url, embedded.token
-            log.info("embedded reference document server at %s", url)
-        llm = None
-        if not settings.offline:
-            llm = LLMClient(
-                settings.llm_base_url,
-                api_key=settings.llm_api_key,
-                model=settings.llm_model,
-                fast_model=settings.fast_model,
-                timeout_s=settings.llm_timeout_s,
-                max_concurrency=settings.llm_max_concurrency,
-                max_retries=settings.llm_max_retries,
-                tracer=tracing.tracer,
-                capture_content=tracing.capture_content,
-            )
+        embedded, url, token = await document_server(settings)
+        llm = llm_client(settings, tracing)
         index = library_index(settings, embedded is not None)
         file_link, key = None, b""  # a passage from a file the service keeps links to it (only it serves the file)
         if index is not None:
@@ -84,15 +65,7 @@ class Services:
             auth_token=token,
         )
         prompts = Prompts(settings.prompts_dir)
-        relevant = settings.model_dump(
-            include={"llm_base_url", "llm_model", "llm_fast_model", "mcp_server_url", "search_top_k", "max_facts",
-                     "facts_per_agent", "max_iterations", "claim_check", "min_coverage", "prompt_passages", "passage_chars",
-                     "evidence_tokens", "focus_documents", "pair_focus", "answer_max_tokens", "auto_cite", "model_route", "model_summary",
-                     "model_decompose", "model_condense"}
-        )
-        # the collections themselves are in every cache key (`Catalog.described`, `.holdings`): they change while
-        # the service runs
-        fingerprint = cache_key("config", relevant, prompts.version)
+        fingerprint = config_fingerprint(settings, prompts)
         cache = make_cache(settings.redis_url, max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
         fence = {"fence_key": settings.fence_key.encode()} if settings.fence_key else {}
         context = Context(llm=llm, docs=docs, catalog=catalog, prompts=prompts, config=settings.pipeline, cache=cache,
@@ -177,7 +150,8 @@ class Services:
         return self.context.docs  # type: ignore[return-value]  # the process-wide context holds the client itself
 
     async def readiness(self, collections: tuple[str, ...]) -> dict[str, Any]:
-        """Status and detail; `collections`: those the asking caller may see (README, Collections per caller)."""
+        """Status and detail; `collections`: those the asking caller may see (section "Collections per caller"
+        under docs/)."""
         llm_ok, docs_ok, cache_ok = await asyncio.gather(
             self.llm.ping() if self.llm else _true(), self.docs.ping(), self.cache.ping()
         )
@@ -218,3 +192,47 @@ def public_url(settings: Settings) -> str:
 
 async def _true() -> bool:
     return True
+
+
+async def document_server(settings: Settings) -> tuple[Any, str, str]:
+    """The document server to ask (embedded server or None, URL, token): MCP_SERVER_URL's, or the reference server
+    started in-process when none is configured."""
+    embedded, url, token = None, settings.mcp_server_url.strip(), settings.mcp_auth_token
+    if not url:
+        from docserver.embedded import serve_in_background
+
+        # it answers only requests with its own random token
+        embedded = await serve_in_background(embeddings=settings.embeddings)
+        url, token = embedded.url, embedded.token
+        log.info("embedded reference document server at %s", url)
+    return embedded, url, token
+
+
+def llm_client(settings: Settings, tracing: Tracing) -> LLMClient | None:
+    """The upstream model's client; None offline (no LLM_BASE_URL)."""
+    if settings.offline:
+        return None
+    return LLMClient(
+        settings.llm_base_url,
+        api_key=settings.llm_api_key,
+        model=settings.llm_model,
+        fast_model=settings.fast_model,
+        timeout_s=settings.llm_timeout_s,
+        max_concurrency=settings.llm_max_concurrency,
+        max_retries=settings.llm_max_retries,
+        tracer=tracing.tracer,
+        capture_content=tracing.capture_content,
+    )
+
+
+def config_fingerprint(settings: Settings, prompts: Prompts) -> str:
+    """The part of every cache key that the configuration makes: the settings that change an answer and the
+    prompts' version. The collections themselves are in every cache key (`Catalog.described`, `.holdings`): they
+    change while the service runs."""
+    relevant = settings.model_dump(
+        include={"llm_base_url", "llm_model", "llm_fast_model", "mcp_server_url", "search_top_k", "max_facts",
+                 "facts_per_agent", "max_iterations", "claim_check", "min_coverage", "prompt_passages", "passage_chars",
+                 "evidence_tokens", "focus_documents", "pair_focus", "answer_max_tokens", "auto_cite", "model_route",
+                 "model_summary", "model_decompose", "model_condense"}
+    )
+    return cache_key("config", relevant, prompts.version)

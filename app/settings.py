@@ -81,12 +81,13 @@ class Settings(BaseSettings):
     metrics_public: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
-    workers: int = Field(1, ge=1)  # `python -m app serve` processes sharing the port (see README, Scaling out)
+    # `python -m app serve` processes sharing the port (docs/OPERATIONS.md, "Scaling out")
+    workers: int = Field(1, ge=1)
     request_timeout_s: float = 180.0
     max_body_bytes: int = 1_000_000
     max_messages: int = 200
     max_message_chars: int = 32_000
-    # Collections per caller (README, Collections per caller): empty = every collection open to every caller
+    # Collections per caller (docs/SECURITY.md, "Collections per caller"): empty = every collection open to every caller
     access_file: Path | None = None
     user_jwt_secret: str = ""  # Open WebUI's FORWARD_USER_INFO_HEADER_JWT_SECRET; empty = the user JWT is ignored
     user_jwt_header: str = "X-OpenWebUI-User-Jwt"
@@ -105,8 +106,8 @@ class Settings(BaseSettings):
     stream_interval_ms: float = Field(50.0, ge=0)  # answer tokens within this interval go out as one chunk
     log_level: str = "INFO"
     log_json: bool = False  # one JSON object per log line (with request_id) for log shippers
-    # OpenTelemetry traces (README, Tracing), by the SDK's own variable names; off unless an endpoint or an
-    # exporter is named. OTLP over HTTP (protobuf) to a collector the organisation runs (Jaeger, Tempo, Langfuse).
+    # OpenTelemetry traces (docs/OPERATIONS.md, "Tracing"), by the SDK's own variable names; off unless an endpoint
+    # or an exporter is named. OTLP over HTTP (protobuf) to a collector the organisation runs (Jaeger, Tempo, Langfuse).
     otel_exporter_otlp_endpoint: str = ""  # the collector's base URL (`/v1/traces` is added)
     otel_exporter_otlp_traces_endpoint: str = ""  # or the traces URL itself
     otel_traces_exporter: Literal["", "otlp", "console", "none"] = ""

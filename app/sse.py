@@ -126,48 +126,12 @@ class ChunkRenderer:
             self.final_status = neutralize(plain(event.text))
             return []
         if isinstance(event, SourceFound):
-            # `Evidence` made these safe already; a source replayed from the cache may have been recorded before
-            # (a Redis cache outlives a deploy by up to CACHE_TTL_S), so what goes out is made safe here too
-            event = replace(event, title=plain(event.title), url=safe_url(event.url),
-                            evidence_id=plain(event.evidence_id))
-            self.sources.append(event)
-            out = []
-            if self.openwebui:
-                # the title (with its page where the source has pages): Open WebUI numbers its sources panel
-                # itself, and its `[n]` chips show the name (a "[n] " prefix read "1 [1] Title" in the panel)
-                name = display_title(event)
-                metadata: dict[str, Any] = {"source": event.evidence_id, "name": name, "url": event.url}
-                if event.page is not None:
-                    metadata["page"] = event.page - 1  # Open WebUI counts pages from 0 (its link adds 1)
-                out.append(
-                    {
-                        "event": {
-                            "type": "source",
-                            "data": {
-                                "source": {"name": name, "id": event.evidence_id, "url": event.url},
-                                "document": [neutralize(event.snippet)],
-                                # Open WebUI numbers citations by distinct `metadata.source`: it must be unique per
-                                # ledger entry (several entries can share a URL), so `[n]` opens the n-th source;
-                                # the events come in the answer's numbering (`SourceFound.number`, first cited first)
-                                "metadata": [metadata],
-                            },
-                        }
-                    }
-                )
-            return out
+            return self._source(event)
         if isinstance(event, AnswerCut):
             self.finish_reason = "length"
             return []
         if isinstance(event, Unsupported):
-            # the stream has sent the sentences already: it gets the correction that withdraws them; the whole
-            # answer (`answer_text`) leaves both out
-            self.withdrawn.append(event)
-            if not event.correction:
-                return []
-            start = self._answer_chars
-            out = self._answer_text(neutralize(event.correction))
-            self._corrections.append((start, self._answer_chars))
-            return out
+            return self._withdraw(event)
         if isinstance(event, (SubAgentStatus, Degraded, LLMFallback, InstructionsIgnored)):
             return []  # the matching Step lines already tell the story in the think block
         if isinstance(event, (Searched, EchoVerdicts)):
@@ -181,6 +145,48 @@ class ChunkRenderer:
         if isinstance(event, ErrorEvent):
             return self.error(event.message, event.kind)
         raise TypeError(f"unknown event {event!r}")
+
+    def _source(self, event: SourceFound) -> list[dict[str, Any]]:
+        """A cited document: kept for the citations, and an Open WebUI `source` event where those are sent."""
+        # `Evidence` made these safe already; a source replayed from the cache may have been recorded before
+        # (a Redis cache outlives a deploy by up to CACHE_TTL_S), so what goes out is made safe here too
+        event = replace(event, title=plain(event.title), url=safe_url(event.url),
+                        evidence_id=plain(event.evidence_id))
+        self.sources.append(event)
+        if not self.openwebui:
+            return []
+        # the title (with its page where the source has pages): Open WebUI numbers its sources panel
+        # itself, and its `[n]` chips show the name (a "[n] " prefix read "1 [1] Title" in the panel)
+        name = display_title(event)
+        metadata: dict[str, Any] = {"source": event.evidence_id, "name": name, "url": event.url}
+        if event.page is not None:
+            metadata["page"] = event.page - 1  # Open WebUI counts pages from 0 (its link adds 1)
+        return [
+            {
+                "event": {
+                    "type": "source",
+                    "data": {
+                        "source": {"name": name, "id": event.evidence_id, "url": event.url},
+                        "document": [neutralize(event.snippet)],
+                        # Open WebUI numbers citations by distinct `metadata.source`: it must be unique per
+                        # ledger entry (several entries can share a URL), so `[n]` opens the n-th source;
+                        # the events come in the answer's numbering (`SourceFound.number`, first cited first)
+                        "metadata": [metadata],
+                    },
+                }
+            }
+        ]
+
+    def _withdraw(self, event: Unsupported) -> list[dict[str, Any]]:
+        """Sentences the evidence does not support: the stream has sent them already, so it gets the correction
+        that withdraws them; the whole answer (`answer_text`) leaves both out."""
+        self.withdrawn.append(event)
+        if not event.correction:
+            return []
+        start = self._answer_chars
+        out = self._answer_text(neutralize(event.correction))
+        self._corrections.append((start, self._answer_chars))
+        return out
 
     def _answer_text(self, text: str) -> list[dict[str, Any]]:
         if not text:

@@ -1,7 +1,7 @@
-"""OpenTelemetry for the service (README, Tracing): a tracer provider of its own with an OTLP/HTTP exporter, the
-FastAPI instrumentation for the server span; `trace_id` for the response header and the log lines. Off unless the
-settings name a collector or an exporter: then no provider, no exporter and no instrumentation exist, and the
-pipeline's spans (`graph/clients/tracing.py`) go to OpenTelemetry's no-op tracer.
+"""OpenTelemetry for the service (docs/OPERATIONS.md, "Tracing"): a tracer provider of its own with an OTLP/HTTP
+exporter, the FastAPI instrumentation for the server span; `trace_id` for the response header and the log lines.
+Off unless the settings name a collector or an exporter: then no provider, no exporter and no instrumentation
+exist, and the pipeline's spans (`graph/clients/tracing.py`) go to OpenTelemetry's no-op tracer.
 
 The provider is the service's, not the process-wide one: tests run services with and without tracing in one
 process, and a library that sets its own global provider does not receive the service's spans.

@@ -104,7 +104,7 @@ def _plain(line: str) -> str:
 def read_pool(sources: Sequence[Path] = SOURCES) -> Pool:
     """Every sentence (30-500 characters) and short heading of the Markdown files under ``sources`` (the folders
     that exist), in sorted file order, so the same files always give the same pool."""
-    from docserver.corpus import split_front_matter
+    from docserver.formats.markdown import split_front_matter
 
     files = sorted(f for source in sources if source.is_dir() for f in source.rglob("*.md")
                    if f.name.lower() != "readme.md")
@@ -348,7 +348,8 @@ def write_vectors(path: Path) -> int:
     """A stand-in vector of space ``VECTOR_KEY`` for every passage a server of the index file ``path`` searches (its
     documents and the bundled corpus, as an ingest with embeddings leaves the file), written into the file's
     ``vectors`` table; how many.  Deterministic: the digests in sorted order take the rows of one seeded matrix."""
-    from docserver.corpus import BUNDLED_CORPUS, chunk_text
+    from docserver.corpus import BUNDLED_CORPUS
+    from docserver.documents import chunk_text
     from docserver.schema import connect, prepare
     from docserver.vectors import library_passages, passage_digest
 

@@ -22,7 +22,8 @@ from typing import TextIO
 
 from textkit.untrusted import terminal
 
-from .corpus import BUNDLED_CORPUS, Chunk, Document
+from .corpus import BUNDLED_CORPUS
+from .documents import Chunk, Document
 from .embeddings import EmbeddingSettings
 from .store import INDEX_ENV, IndexSchemaError, StoredDocument, resolve_index_path
 

@@ -195,14 +195,7 @@ async def serve_in_background(
         )
     else:
         app = RequireToken(app, token)
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
+    sock = _bound_socket(host, port)
     bound_port = sock.getsockname()[1]
     with _keep_access_log():
         config = uvicorn.Config(
@@ -215,8 +208,28 @@ async def serve_in_background(
         )
     server = _QuietServer(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=f"docserver:{bound_port}", context=context)
+    await _started(server, task, sock, startup_timeout)
+    return EmbeddedServer(server, task, host, bound_port, token)
+
+
+def _bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host`` and ``port`` (0: a free port), not yet listening."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def _started(server: _QuietServer, task: asyncio.Task[None], sock: socket.socket, timeout: float) -> None:
+    """Wait until ``server`` (running as ``task`` on ``sock``) accepts connections; ``RuntimeError`` when it failed
+    to start, ``TimeoutError`` (the server stopped) when it did not within ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + startup_timeout
+    deadline = loop.time() + timeout
     while not server.started:
         if task.done():
             sock.close()
@@ -226,6 +239,5 @@ async def serve_in_background(
             server.should_exit = True
             task.cancel()
             sock.close()
-            raise TimeoutError(f"docserver did not start within {startup_timeout} s")
+            raise TimeoutError(f"docserver did not start within {timeout} s")
         await asyncio.sleep(0.01)
-    return EmbeddedServer(server, task, host, bound_port, token)

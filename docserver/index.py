@@ -4,26 +4,17 @@ BM25 is written out by hand (rather than taken from rank-bm25 or similar)
 because we need things those packages do not give together: statistics and
 filtering per collection, a field boost for title/section words, stem *sets*
 per token (Dutch + English stems, see ``textkit``), weighted terms for the
-parts of Dutch compounds (see ``compounds.py``), and fully deterministic
-ranking with ties broken on (doc_id, chunk_index).  No numpy: postings are
-stdlib arrays (a 20,000-chunk index answers in milliseconds and takes a few
-hundred MB), only the best hits are sorted, and a running server's index is
-updated with the documents that changed instead of built again (``previous``;
-``python -m bench --only scale`` measures all of this).
-
-Compounds: a chunk containing "vergunningverlening" is indexed with that
-token and, at ``PART_WEIGHT``, with "vergunning" and "verlening"; a query is
-expanded the same way.  A query word that never occurs on its own ("limiet")
-also looks for the corpus compounds that contain it ("dosislimieten"), at
-``PART_WEIGHT``.  The dictionary is the vocabulary of all indexed documents,
-so the same corpus always gives the same splits.
+parts of Dutch compounds (see ``vocabulary.py``), and fully deterministic
+ranking with ties broken on (doc_id, chunk_index) (``ranking.py``).  No numpy
+for words: postings are stdlib arrays (a 20,000-chunk index answers in
+milliseconds and takes a few hundred MB), only the best hits are sorted, and a
+running server's index is updated with the documents that changed instead of
+built again (``previous``, ``lexical.py``; ``python -m bench --only scale``
+measures all of this).
 """
 
 import hashlib
-import heapq
 import logging
-import re
-from bisect import insort
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,87 +24,20 @@ import numpy as np
 
 from textkit import analyze, stems, tokenize
 
-from . import hybrid
-from .bm25 import BM25, Term
-from .compounds import Decompounder
-from .corpus import BUNDLED_CORPUS, Chunk, Collection, Document, chunk_text, load_collections, load_corpus
-from .hybrid import FUSION_DEPTH, SlotVectors, fuse
+from . import hybrid, ranking
+from .bm25 import BM25
+from .corpus import BUNDLED_CORPUS, load_collections, load_corpus
+from .documents import Chunk, Collection, Document, chunk_text
+from .hybrid import SlotVectors
+from .lexical import Lexical
 from .sentences import Match, SentenceVectors
 from .store import IndexVersion, Snapshot, read_snapshot, resolve_index_path
 from .vectors import file_vectors, passage_digest
+from .vocabulary import PART_WEIGHT
 
-__all__ = ["HEADER_BOOST", "PART_WEIGHT", "Hit", "Index"]
+__all__ = ["Hit", "Index"]
 
 logger = logging.getLogger("docserver")
-
-# Title and section words are counted this many times in a chunk.
-HEADER_BOOST = 3
-# A word found inside a compound counts this much (of one occurrence) in a chunk and in a query.
-PART_WEIGHT = 0.5
-
-# A query that names an article ("artikel 15a", "article 7") ranks the chunk *of* that article (ingested law
-# texts are chunked per article) above chunks that merely mention it, such as summaries quoting it.
-ARTICLE_REF = re.compile(r"\b(?:artikel|art\.|article)\s+(\d+[a-z]?(?:\.\d+[a-z]?)*)", re.IGNORECASE)
-ARTICLE_BOOST = 2.0
-
-
-def _chunk_tokens(chunk: Chunk) -> tuple[list[str], list[str]]:
-    """(text tokens, title + section tokens) of a chunk."""
-    return tokenize(chunk.text), tokenize(f"{chunk.title} {chunk.section}")
-
-
-def _article_of(chunk: Chunk) -> str | None:
-    match = re.match(r"\s*(?:artikel|article)\s+(\d+[a-z]?(?:\.\d+[a-z]?)*)\b", chunk.section, re.IGNORECASE)
-    return match.group(1).lower() if match else None
-
-
-# A summary document's chunks after its first `SUMMARY_CHUNKS` count `SUMMARY_DECAY` less each: one long summary
-# that matches everywhere must not push the official article it summarises out of the top 10.
-SUMMARY_CHUNKS, SUMMARY_DECAY = 2, 0.5
-
-
-def _diversified(scored: list[tuple[float, int]], pairs: Sequence[tuple[Document, Chunk]]) -> list[tuple[float, int]]:
-    """The ranking (best first) with a summary document's later chunks discounted, re-sorted: scores stay in
-    rank order, nothing is dropped."""
-    seen: Counter[str] = Counter()
-    out = []
-    for score, i in scored:
-        document = pairs[i][0]
-        seen[document.doc_id] += 1
-        extra = seen[document.doc_id] - SUMMARY_CHUNKS
-        out.append((score * SUMMARY_DECAY ** extra if document.kind == "summary" and extra > 0 else score, i))
-    out.sort(key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index))
-    return out
-
-
-def _best(
-    scored: list[tuple[float, int]], pairs: Sequence[tuple[Document, Chunk]], limit: int | None
-) -> list[tuple[float, int]]:
-    """``_diversified`` of the ranking cut to ``limit``, without sorting every hit: hits come best first off a heap
-    until the next one, even undiscounted, ranks below the ``limit``-th kept (a discount only lowers a score), so a
-    query matching most of 20,000 chunks sorts a few dozen of them."""
-    if limit is None:
-        return _diversified(
-            sorted(scored, key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index)), pairs
-        )
-    # Popped by (score, slot): a document's chunks have ascending slots in chunk order, so its equal-scored chunks
-    # come in the ranking's order and its discounts are the same; other ties are settled by ``kept``'s order.
-    heap = [(-score, i) for score, i in scored]
-    heapq.heapify(heap)
-    seen: Counter[str] = Counter()
-    kept: list[tuple[float, str, int, int]] = []  # (-score, doc_id, chunk_index, i), best first, at most ``limit``
-    while heap and limit > 0:
-        negative, i = heapq.heappop(heap)
-        if len(kept) == limit and negative > kept[-1][0]:
-            break
-        doc_id, chunk_index = pairs[i][0].doc_id, pairs[i][1].chunk_index
-        seen[doc_id] += 1
-        extra = seen[doc_id] - SUMMARY_CHUNKS
-        if pairs[i][0].kind == "summary" and extra > 0:
-            negative = -(-negative * SUMMARY_DECAY**extra)
-        insort(kept, (negative, doc_id, chunk_index, i))
-        del kept[limit:]
-    return [(-negative, i) for negative, _, _, i in kept]
 
 
 def _fingerprint(documents: Iterable[Document]) -> str:
@@ -192,8 +116,12 @@ class Index:
                 self._documents[doc.collection] = {}
             self._documents[doc.collection][doc.doc_id] = doc
         self._settings = (k1, b, decompound)
-        if previous is None or previous._settings != self._settings or not self._update(previous):
-            self._build()
+        lexical = None
+        if previous is not None and previous._settings == self._settings:
+            lexical = previous._lexical.updated(previous._documents, self._documents, self._settings)
+        self._lexical = lexical if lexical is not None else Lexical.build(self._documents, self._settings)
+        self._chunks, self._bm25 = self._lexical.chunks, self._lexical.bm25
+        self._set_titles()
         given = vectors if vectors is not None else {}
         self._set_vectors(vector_key, given if callable(given) else lambda digests: given)
         self._sentences = sentences if vector_key is not None else None
@@ -226,28 +154,6 @@ class Index:
         """Whether some passage of ``collection`` has a vector (a query vector would be compared with it)."""
         return self._semantic.get(collection) is not None
 
-    def _build(self) -> None:
-        """Every collection's model from scratch."""
-        k1, b, decompound = self._settings
-        # (text tokens, title + section tokens) per chunk, tokenized once for the vocabulary and the streams
-        tokens = {name: [_chunk_tokens(c) for d in docs.values() for c in d.chunks]
-                  for name, docs in self._documents.items()}
-        self._vocabulary = Counter(t for chunks in tokens.values() for text, header in chunks for t in text + header)
-        self._decompounder = Decompounder(self._vocabulary) if decompound else None
-        self._weighted: dict[str, list[tuple[str, float]]] = {}  # per distinct token: its stems and its parts'
-        self._chunks: dict[str, list[tuple[Document, Chunk] | None]] = {}
-        self._slots: dict[str, dict[str, list[int]]] = {}  # per collection and doc_id: its chunks' slots
-        self._bm25: dict[str, BM25] = {}
-        for name, docs in self._documents.items():
-            self._chunks[name] = [(d, c) for d in docs.values() for c in d.chunks]
-            self._slots[name] = {}
-            for slot, (d, _) in enumerate(self._chunks[name]):
-                self._slots[name].setdefault(d.doc_id, []).append(slot)
-            frequencies = (self._frequencies(text, header) for text, header in tokens[name])
-            lengths = [len(text) + len(header) * HEADER_BOOST for text, header in tokens[name]]
-            self._bm25[name] = BM25.build(frequencies, lengths, k1, b)
-        self._set_titles()
-
     def _set_titles(self) -> None:
         """Per collection, the documents whose title holds each stem (a title lookup reads only its words' lists,
         not every title: research looks names up as titles, many at once)."""
@@ -257,107 +163,6 @@ class Index:
             for d in docs.values():
                 for stem in frozenset().union(*analyze(d.title)):
                     postings.setdefault(stem, set()).add(d.doc_id)
-
-    def _update(self, previous: "Index") -> bool:
-        """This index as ``previous`` changed into it, reusing ``previous`` (which is not modified): only the
-        documents added, changed or removed are tokenized, and only the postings of their stems copied.
-
-        Ranking stays exactly that of a full build: the compound splits depend on the vocabulary's counts, so
-        every token's terms are worked out again with the new vocabulary, and a document holding a token whose
-        terms changed is indexed again as well.  False (nothing done) when so many chunks would be left as
-        empty slots that a full build is due."""
-        k1, b, decompound = self._settings
-        names = self._documents.keys() | previous._documents.keys()
-        before = {name: previous._documents.get(name, {}) for name in names}
-        after = {name: self._documents.get(name, {}) for name in names}
-        gone = {name: [d for doc_id, d in before[name].items() if after[name].get(doc_id) != d] for name in names}
-        new = {name: [d for doc_id, d in after[name].items() if before[name].get(doc_id) != d] for name in names}
-        tokens: dict[int, list[tuple[list[str], list[str]]]] = {}  # per document (by id): its chunks' tokens
-
-        def tokens_of(document: Document) -> list[tuple[list[str], list[str]]]:
-            if id(document) not in tokens:
-                tokens[id(document)] = [_chunk_tokens(c) for c in document.chunks]
-            return tokens[id(document)]
-
-        vocabulary = previous._vocabulary.copy()
-        vocabulary.subtract(t for docs in gone.values() for d in docs for x, y in tokens_of(d) for t in x + y)
-        vocabulary.update(t for docs in new.values() for d in docs for x, y in tokens_of(d) for t in x + y)
-        self._vocabulary = +vocabulary
-        changed: set[str] = set()
-        if self._vocabulary == previous._vocabulary:
-            self._decompounder, self._weighted = previous._decompounder, dict(previous._weighted)
-        else:
-            self._decompounder = Decompounder(self._vocabulary) if decompound else None
-            self._weighted = {}
-            for token, terms in previous._weighted.items():
-                if token in self._vocabulary:
-                    self._weighted[token] = fresh = self._token_terms(token)
-                    if fresh != terms:
-                        changed.add(token)
-        self._chunks, self._slots, self._bm25 = {}, {}, {}
-        for name, docs in self._documents.items():
-            old_bm25, old_slots = previous._bm25.get(name), previous._slots.get(name, {})
-            redo = {d.doc_id for d in gone[name]}
-            if changed and old_bm25 is not None:  # documents holding a token whose terms changed: index again
-                hit = {i for token in changed for stem in stems(token) for i in old_bm25.postings.get(stem, ((),))[0]}
-                redo |= {pair[0].doc_id for i in hit if (pair := previous._chunks[name][i]) is not None}
-            removed_docs = [before[name][doc_id] for doc_id in redo if doc_id in before[name]]
-            added_docs = [d for doc_id, d in docs.items() if doc_id in redo or doc_id not in before[name]]
-            pairs = list(previous._chunks.get(name, []))
-            dead = len(pairs) - (old_bm25.live if old_bm25 else 0) + sum(len(d.chunks) for d in removed_docs)
-            if dead > len(pairs) // 4:
-                return False
-            slots: dict[str, list[int]] = {}
-            for doc_id, d in docs.items():  # the documents kept: the new objects (metadata may differ)
-                if doc_id not in redo and doc_id in before[name]:
-                    slots[doc_id] = old_slots[doc_id]
-                    for slot, chunk in zip(slots[doc_id], d.chunks, strict=True):
-                        pairs[slot] = (d, chunk)
-            removed: dict[int, Iterable[str]] = {}
-            for d in removed_docs:
-                for slot, (text, header) in zip(old_slots[d.doc_id], tokens_of(d), strict=True):
-                    removed[slot] = previous._frequencies(text, header).keys()
-                    pairs[slot] = None
-            frequencies, lengths = [], []
-            for d in added_docs:
-                slots[d.doc_id] = list(range(len(pairs), len(pairs) + len(d.chunks)))
-                pairs += [(d, c) for c in d.chunks]
-                for text, header in tokens_of(d):
-                    frequencies.append(self._frequencies(text, header))
-                    lengths.append(len(text) + len(header) * HEADER_BOOST)
-            self._chunks[name], self._slots[name] = pairs, slots
-            self._bm25[name] = (old_bm25.updated(removed, frequencies, lengths) if old_bm25 is not None
-                                else BM25.build(frequencies, lengths, k1, b))
-        self._set_titles()
-        return True
-
-    def _parts(self, token: str) -> tuple[str, ...]:
-        return self._decompounder.parts(token) if self._decompounder is not None else ()
-
-    def _token_terms(self, token: str) -> list[tuple[str, float]]:
-        """Every stem ``_terms`` gives one occurrence of ``token``, with its weight."""
-        return [(stem, weight) for token_stems, weight in self._terms((token,)) for stem in token_stems]
-
-    def _frequencies(self, text: Sequence[str], header: Sequence[str]) -> dict[str, float]:
-        """A chunk's weighted count per stem: ``_terms(text) + _terms(header) * HEADER_BOOST`` summed per stem,
-        worked out once per distinct token (``_weighted``).  The weights are multiples of ``PART_WEIGHT`` (0.5),
-        so the sums are exact whatever the order of adding."""
-        counts = Counter(text)
-        for token, n in Counter(header).items():
-            counts[token] += n * HEADER_BOOST
-        frequencies: dict[str, float] = defaultdict(float)
-        for token, n in counts.items():
-            terms = self._weighted.get(token)
-            if terms is None:
-                terms = self._weighted[token] = self._token_terms(token)
-            for stem, w in terms:
-                frequencies[stem] += n * w
-        return frequencies
-
-    def _terms(self, tokens: Sequence[str]) -> list[Term]:
-        """Each token at weight 1, then the words inside compound tokens at ``PART_WEIGHT``."""
-        whole = [(stems(t), 1.0) for t in tokens]
-        return whole + [(stems(p), PART_WEIGHT) for t in tokens for p in self._parts(t)]
 
     @classmethod
     def from_directory(cls, corpus_dir: Path | str) -> "Index":
@@ -460,25 +265,24 @@ class Index:
             raise KeyError(collection)
         bm25, pairs = self._bm25[collection], self._chunks[collection]
         tokens = list(dict.fromkeys(tokenize(query)))
-        compounds = self._compounds_with(tokens)
+        vocabulary = self._lexical.vocabulary
+        compounds = vocabulary.compounds_with(tokens)
         weights: dict[frozenset[str], float] = {}  # distinct stem sets; a word both whole and a part counts whole
-        terms = self._terms(tokens) + [(stems(w), PART_WEIGHT) for found in compounds.values() for w in found]
+        terms = vocabulary.terms(tokens) + [(stems(w), PART_WEIGHT) for found in compounds.values() for w in found]
         for token_stems, weight in terms:
             weights[token_stems] = max(weight, weights.get(token_stems, 0.0))
-        articles = {m.lower() for m in ARTICLE_REF.findall(query)}
         scored = [(score, i) for i, score in enumerate(bm25.scores(weights.items())) if score > 0]
         if doc_id is not None:
             scored = [(score, i) for score, i in scored if pairs[i][0].doc_id == doc_id]
-        if articles:
-            scored = [(score * (ARTICLE_BOOST if _article_of(pairs[i][1]) in articles else 1.0), i) for score, i in scored]
+        scored = ranking.boost_articles(scored, pairs, query)
         semantic = self._semantic.get(collection)
         if query_vector is None or semantic is None or semantic.dimension != len(query_vector):
-            ranked = _best(scored, pairs, limit)
+            ranked = ranking.best(scored, pairs, limit)
             similarity: dict[int, float] = {}
         else:
             lexical, semantic_weight = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
-            ranked, similarity = self._fused(scored, semantic, query_vector, collection, limit, doc_id,
-                                             (lexical * self._known_share(bm25, tokens), semantic_weight))
+            ranked, similarity = ranking.fused(scored, pairs, semantic, query_vector, limit, doc_id,
+                                               (lexical * self._known_share(bm25, tokens), semantic_weight))
         raw = dict((i, score) for score, i in scored)
         top = ranked[0][0] if ranked else 1.0
         matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in ranked])
@@ -491,44 +295,15 @@ class Index:
                                          query_vector, sentence_match)  # type: ignore[arg-type]
         return [replace(hit, sentences=matches) if matches else hit for hit, matches in zip(hits, found, strict=True)]
 
-    def _fused(
-        self,
-        scored: list[tuple[float, int]],
-        semantic: SlotVectors,
-        query_vector: np.ndarray,
-        collection: str,
-        limit: int | None,
-        doc_id: str | None,
-        fusion: tuple[float, float],
-    ) -> tuple[list[tuple[float, int]], dict[int, float]]:
-        """(the fused ranking best first, cut to ``limit``; its passages' cosines to the query)."""
-        pairs = self._chunks[collection]
-        depth = max(limit or len(pairs), FUSION_DEPTH)
-        allowed = None
-        if doc_id is not None:
-            allowed = np.fromiter((pairs[s][0].doc_id == doc_id for s in semantic.slots.tolist()), bool)  # type: ignore[index]
-        cosines = semantic.similarities(query_vector)
-        fused = fuse(_best(scored, pairs, depth), semantic.nearest(cosines, depth, allowed), weights=fusion)
-        ranked = sorted(((score, i) for i, score in fused.items()),
-                        key=lambda s: (-s[0], pairs[s[1]][0].doc_id, pairs[s[1]][1].chunk_index))  # type: ignore[index]
-        ranked = ranked[:limit] if limit is not None else ranked
-        return ranked, semantic.at(cosines, [i for _, i in ranked])
-
     def _known_share(self, bm25: BM25, tokens: Sequence[str]) -> float:
         """The share of the query's words the collection holds at all (any stem of the word, or of a part of it):
         about 1 for a question in the collection's language, near 0 for one in another language."""
         if not tokens:
             return 0.0
+        parts = self._lexical.vocabulary.parts
         known = sum(any(stem in bm25.postings for stem in stems(t)) or any(
-            stem in bm25.postings for part in self._parts(t) for stem in stems(part)) for t in tokens)
+            stem in bm25.postings for part in parts(t) for stem in stems(part)) for t in tokens)
         return known / len(tokens)
-
-    def _compounds_with(self, tokens: Sequence[str]) -> dict[str, list[str]]:
-        """Corpus compounds containing the query words that never occur on their own in the corpus."""
-        if self._decompounder is None:
-            return {}
-        extra = frozenset(tokens)
-        return {t: self._decompounder.compounds_with(t, extra) for t in tokens if not self._decompounder.known(t)}
 
     def _matched_terms(
         self, bm25: BM25, tokens: Sequence[str], compounds: dict[str, list[str]], hits: Sequence[int]
@@ -538,7 +313,7 @@ class Index:
         found: dict[int, int] = dict.fromkeys(hits, 0)
         for token in tokens:
             variants = [stems(token), *(stems(compound) for compound in compounds.get(token, ()))]
-            parts = [stems(p) for p in self._decompounder.split(token)] if self._decompounder is not None else []
+            parts = [stems(p) for p in self._lexical.vocabulary.split(token)]
             for i in found:
                 if any(bm25.contains(v, i) for v in variants) or (parts and all(bm25.contains(p, i) for p in parts)):
                     found[i] += 1

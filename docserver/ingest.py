@@ -1,27 +1,18 @@
-"""Ingesting files into the persisted index (``python -m docserver ingest``).
+"""Ingesting files into the persisted index (``python -m docserver ingest``): walking folders, reading each file
+by the reader its content calls for, and storing what was read.
 
-The format is chosen by content (``docserver.formats``): PDF, DOCX, ODT, HTML, BWB law XML and official-publication
-XML are read by one reader each into units that carry their page, heading path or article, grouped here into
-chunks whose section names that place ("2.3 Scope, p. 6"); a BWB law goes through the same article chunking as a
-Markdown law text. A file that cannot be read is refused with its reason, and the others of the run are stored.
-A document's doc_id comes from the file's path relative to the folder ingested (``ingest_files``); a file
-stored before from the same path with the same bytes (sha256) is skipped without being read, unless forced, and every
-document stored keeps a copy of its file's bytes (``originals.py``).
-Markdown and plain text are read here:
+The format is chosen by content (``docserver.formats``): PDF, DOCX, ODT, HTML, BWB law XML, official-publication XML,
+Markdown (the corpus format and wetten.overheid.nl law texts) and plain text are read by one reader each into units
+that carry their page, heading path or article, cut into chunks by ``chunking.py``. A file that cannot be read is
+refused with its reason, and the others of the run are stored. A document's doc_id comes from the file's path
+relative to the folder ingested (``ingest_files``); a file stored before from the same path with the same bytes
+(sha256) is skipped without being read, unless forced, and every document stored keeps a copy of its file's bytes
+(``originals.py``).
 
-* Dutch law texts as Markdown in the wetten.overheid.nl style (front matter
-  with ``title``, ``identifier`` = BWB id, ``bron``, dates; ``### Hoofdstuk``
-  and ``#### Artikel N`` headings, also ``####Artikel N`` and ``Article N``):
-  one chunk per article, titled "Kernenergiewet, artikel 15a", with a deep
-  link to the article; articles over ``ARTICLE_CHARS`` are split into parts
-  at paragraph boundaries, preferably where a numbered "lid" starts.
-* Other Markdown (the bundled corpus format) goes through ``parse_document``.
-* Plain text: one document, blank-line paragraphs grouped to ``TEXT_CHARS``.
-
-Which files a run reads, and how they are opened, is ``docserver/walk.py``'s business. A text file holding a NUL
-or invalid UTF-8 anywhere is refused ("binary data at byte N"). Whatever a file carries besides its text (title,
-section, author, the name it gets from the file, links) is written by somebody else: it is stored as one plain
-line and links as http(s) only (``textkit.untrusted``), so no reader's output reaches the index raw.
+Which files a run reads, and how they are opened, is ``docserver/walk.py``'s business. Whatever a file carries
+besides its text (title, section, author, the name it gets from the file, links) is written by somebody else: it is
+stored as one plain line and links as http(s) only (``textkit.untrusted``), so no reader's output reaches the index
+raw.
 """
 
 import hashlib
@@ -38,348 +29,40 @@ from textkit import normalize
 from textkit.untrusted import plain, safe_url, terminal
 
 from . import formats, walk
-from .corpus import Chunk, Document, parse_document, split_front_matter
-from .formats import Extracted, Limits, Refused, Unit
-from .formats.base import is_placeholder_title
+from .chunking import extracted_document
+from .documents import Document
+from .formats import Limits, Refused
+from .formats.markdown import split_front_matter, unlinked
+from .formats.text import decoded
 from .originals import Original, file_id_of, incoming_dir, write_copy
 from .store import DocumentStore, SourceFile, StoredDocument, resolve_index_path, stored_sources
 
 __all__ = [
-    "ARTICLE_CHARS",
-    "TEXT_CHARS",
+    "COLLECTION_NAME",
     "Failure",
     "Report",
     "Skipped",
-    "extracted_document",
+    "as_plain",
+    "file_sha256",
     "ingest",
     "ingest_files",
-    "is_law_text",
     "parse_bytes",
     "parse_file",
-    "parse_law",
-    "parse_text",
-    "split_paragraphs",
+    "published_at",
+    "read_file",
+    "slug",
+    "with_id",
 ]
 
-ARTICLE_CHARS = 2500  # longer articles are split into parts
-TEXT_CHARS = 1500  # plain-text chunk size
 COLLECTION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TEXT_KINDS = ("markdown", "text")  # whose doc_id is the file's name without its suffix (as before other formats)
 _TEXT_SUFFIXES = (*formats.MARKDOWN_SUFFIXES, ".txt", ".text")  # named as text: a binary byte in them is named
 _LINK_FIELDS = frozenset(("url", "bron"))  # metadata values that are links
-
-_HEADING = re.compile(r"^(#{1,6})\s*(\S.*?)\s*$")
-_ARTICLE = re.compile(
-    r"^(?P<word>artikel|article)\s+(?P<number>\d+[a-z]*(?:\.\d+[a-z]*)*|[IVXLC]+[a-z]?)\b\.?\s*(?P<caption>.*)$",
-    re.IGNORECASE,
-)
-_CHAPTER = re.compile(r"^(hoofdstuk|chapter)\b", re.IGNORECASE)
-_ANNEX = re.compile(r"^(bijlage|annex)\b", re.IGNORECASE)
-_LINK = re.compile(r"\[([^\]]*)\]\((?:[^()\s]|\([^()\s]*\))*\)")  # [text](url), url with one level of (...)
-_BWB = re.compile(r"\bBWB[RV]\d{7}\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=\S)")
-_LID = re.compile(r"^\d+[a-z]?\.\s")  # "1. ", "2a. ": a numbered paragraph ("lid") of an article
-_DUTCH_WORDS = frozenset("de het een van en dat op te zijn voor met niet worden wordt bij deze als".split())
-_ENGLISH_WORDS = frozenset("the of and to that for be with by are shall this as any or which".split())
-
-
-# --- shared helpers ------------------------------------------------------------------
 
 
 def slug(name: str) -> str:
     """A doc_id from a file name: "Kernenergiewet (2024).md" -> "kernenergiewet-2024"."""
     return re.sub(r"[^a-z0-9]+", "-", normalize(name)).strip("-") or "document"
-
-
-def detect_language(text: str) -> str:
-    """ "nl" or "en", by counting a few frequent function words of each language."""
-    words = re.findall(r"[a-z]+", normalize(text[:20000]))
-    dutch = sum(w in _DUTCH_WORDS for w in words)
-    english = sum(w in _ENGLISH_WORDS for w in words)
-    return "en" if english > dutch else "nl"
-
-
-def _clean(text: str) -> str:
-    """Markdown links become their text (their URLs would be indexed as noise), blank runs collapse."""
-    lines = [_LINK.sub(r"\1", line).rstrip() for line in text.strip().splitlines()]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
-
-
-def split_paragraphs(text: str, limit: int) -> list[str]:
-    """``text`` in parts of at most ``limit`` characters, cut only between paragraphs.
-
-    A numbered lid ("1. ...") is kept together with the list items that follow it
-    when it fits; a longer lid is cut between its own paragraphs, and a paragraph
-    longer than ``limit`` between its lines.  A single line is never cut.
-    """
-    if len(text) <= limit:
-        return [text]
-    pieces: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        pieces += [paragraph] if len(paragraph) <= limit else paragraph.splitlines()
-    units: list[list[str]] = []  # a lid with its list items, or a single piece
-    for piece in pieces:
-        if units and not _LID.match(piece) and len("\n\n".join([*units[-1], piece])) <= limit:
-            units[-1].append(piece)
-        else:
-            units.append([piece])
-    parts: list[list[str]] = []
-    for unit in units:
-        if parts and len("\n\n".join(parts[-1] + unit)) <= limit:
-            parts[-1] += unit
-        else:
-            parts.append(list(unit))
-    return ["\n\n".join(p) for p in parts]
-
-
-# --- law texts -----------------------------------------------------------------------
-
-
-def is_law_text(meta: dict[str, str], body: str) -> bool:
-    """wetten.overheid.nl-style: a BWB identifier, or several article headings, and no corpus front matter."""
-    if meta.get("doc_id") or meta.get("kind"):
-        return False
-    if _BWB.search(meta.get("identifier", "")) or "wetten.overheid.nl" in meta.get("bron", ""):
-        return True
-    headings = (_HEADING.match(line) for line in body.splitlines() if line.startswith("#"))
-    return sum(1 for h in headings if h and _ARTICLE.match(_clean(h.group(2)))) >= 2
-
-
-@dataclass
-class _Block:
-    """The text under one heading while a law text is read."""
-
-    heading: str | None  # cleaned heading text; None for the text before the first heading
-    article: re.Match[str] | None
-    chapter: str | None
-    lines: list[str]
-
-
-def parse_law(source: str, *, collection: str, default_id: str) -> Document:
-    """A wetten.overheid.nl-style Markdown law text, one chunk per article (long ones in parts)."""
-    meta, body = split_front_matter(source)
-    h1: str | None = None
-    blocks: list[_Block] = [_Block(None, None, None, [])]
-    chapter: tuple[int, str] | None = None  # (heading level, text)
-    for line in body.splitlines():
-        heading = _HEADING.match(line)
-        if heading is None:
-            blocks[-1].lines.append(line)
-            continue
-        level, text = len(heading.group(1)), re.sub(r"\s+", " ", _clean(heading.group(2)))
-        if level == 1 and h1 is None:
-            h1 = text
-            continue
-        if _CHAPTER.match(text):
-            chapter = (level, text)
-        elif chapter is not None and (level < chapter[0] or _ANNEX.match(text)):  # "Afdeling 2." stays inside
-            chapter = None
-        article = _ARTICLE.match(text)
-        blocks.append(_Block(text, article, chapter[1] if chapter and article else None, []))
-    return law_document(meta, h1, blocks, collection=collection, default_id=default_id,
-                        language=meta.get("language") or detect_language(body))
-
-
-def law_blocks(units: Iterable[Unit]) -> list[_Block]:
-    """A law read from its source format (`docserver/formats/bwb.py`) as the blocks a Markdown law text gives:
-    an article's unit has `headings` (chapter, article heading) or (article heading,)."""
-    blocks = []
-    for unit in units:
-        heading = unit.headings[-1] if unit.headings else None
-        article = _ARTICLE.match(heading) if heading and unit.article else None
-        chapter = unit.headings[0] if article and len(unit.headings) > 1 else None
-        blocks.append(_Block(heading, article, chapter, unit.text.splitlines()))
-    return blocks
-
-
-def law_document(meta: Mapping[str, str], h1: str | None, blocks: list[_Block], *, collection: str,
-                 default_id: str, language: str) -> Document:
-    """The chunks of a law, one per article (long ones in parts), whatever format it was read from."""
-    bwb_match = _BWB.search(" ".join((meta.get("identifier", ""), meta.get("bron", ""), meta.get("url", ""))))
-    bwb = bwb_match.group(0).upper() if bwb_match else None
-    doc_id = bwb.lower() if bwb else default_id
-    title = meta.get("citeertitel") or meta.get("title") or h1 or default_id
-    url = meta.get("bron") or meta.get("url") or (f"https://wetten.overheid.nl/{bwb}" if bwb else None)
-    chunks: list[Chunk] = []
-    for block in blocks:
-        text = _clean("\n".join(block.lines))
-        if not text:
-            continue
-        if block.article is None:  # preamble, annex, or other text outside an article
-            chunk_title, chunk_url = title, url
-            section = block.heading or ("Aanhef" if language == "nl" else "Preamble")
-            part_word = "deel" if language == "nl" else "part"
-        else:
-            word, number = block.article.group("word").lower(), block.article.group("number")
-            chunk_title, section = f"{title}, {word} {number}", block.heading or ""
-            chunk_url = f"https://wetten.overheid.nl/jci1.3:c:{bwb}&artikel={number}" if bwb else url
-            part_word = "deel" if word == "artikel" else "part"
-        parts = split_paragraphs(text, ARTICLE_CHARS)
-        for n, part in enumerate(parts, start=1):
-            suffix = f" ({part_word} {n})" if len(parts) > 1 else ""
-            full_section = section + suffix + (f" — {block.chapter}" if block.chapter else "")
-            chunks.append(Chunk(doc_id, collection, len(chunks), chunk_title + suffix, full_section, part, chunk_url))
-
-    dates = [meta.get(k, "") for k in ("toestand", "laatste_update", "publicatiedatum")]
-    return Document(
-        doc_id=doc_id,
-        collection=collection,
-        title=title,
-        chunks=tuple(chunks),
-        year=next((int(d[:4]) for d in dates if d[:4].isdigit()), None),  # of the consolidated version
-        url=url,
-        kind="official",
-        language=language,
-        metadata=dict(meta),
-    )
-
-
-# --- plain text and dispatch -----------------------------------------------------------
-
-
-def parse_text(source: str, *, collection: str, title: str, doc_id: str) -> Document:
-    """A plain-text file: one document, blank-line paragraphs grouped into chunks of about ``TEXT_CHARS``."""
-    text = "\n".join(line.rstrip() for line in source.lstrip("\ufeff").strip().splitlines())
-    language = detect_language(text)
-    parts = split_paragraphs(re.sub(r"\n{3,}", "\n\n", text), TEXT_CHARS) if text else []
-    part_word = "deel" if language == "nl" else "part"
-    chunks = tuple(
-        Chunk(doc_id, collection, i, title, f"{part_word} {i + 1}" if len(parts) > 1 else title, part)
-        for i, part in enumerate(parts)
-    )
-    return Document(doc_id=doc_id, collection=collection, title=title, chunks=chunks, language=language)
-
-
-def _sentences_within(text: str, limit: int) -> list[str]:
-    """``split_paragraphs``, and a line longer than ``limit`` (a PDF paragraph is one line) cut between sentences."""
-    out: list[str] = []
-    for part in split_paragraphs(text, limit):
-        if len(part) <= limit:
-            out.append(part)
-            continue
-        current = ""
-        for sentence in _SENTENCE_END.split(part):
-            if current and len(current) + 1 + len(sentence) > limit:
-                out.append(current)
-                current = sentence
-            else:
-                current = f"{current} {sentence}" if current else sentence
-        out.append(current)
-    return out
-
-
-def _page_label(first: int | None, last: int | None) -> str | None:
-    """Where a chunk stands in a paged source: "p. 6", "pp. 6-7" (None without pages)."""
-    if first is None:
-        return None
-    return f"p. {first}" if last is None else f"pp. {first}-{last}"
-
-
-_LEAD_CHARS = 80  # a line at most this long, without a sentence end, may be a heading set as plain text
-
-
-@dataclass(slots=True)
-class _Group:
-    """The units of one chunk while they are grouped: ``headings`` is the heading path of its text (not that of the
-    headings leading into it), ``size`` its length with two characters between units."""
-
-    headings: tuple[str, ...]
-    units: list[Unit]
-    size: int
-
-
-def _leads_into(unit: Unit, following: Unit) -> bool:
-    """Whether ``unit`` only introduces the text after it: a heading's own unit (its text is its heading, "5.4.11
-    PRESSURIZER RELIEF TANK"), or a short line that looks like a heading ("Vraag 1": a capital or digit first, no
-    sentence end, no table cells) above text under the same or a deeper heading path. Alone in a chunk it would be
-    a search hit that says nothing, so it goes into the chunk of the text it introduces."""
-    text = unit.text
-    if unit.headings and text == unit.headings[-1]:
-        return True
-    looks_like_heading = (text[:1].isupper() or text[:1].isdigit()) and not re.search(r"[.!?;:,]$", text)
-    return (looks_like_heading and len(text) <= _LEAD_CHARS and "\n" not in text and " | " not in text
-            and sum(c.isalpha() for c in text) >= 3 and following.headings[:len(unit.headings)] == unit.headings)
-
-
-def _place(groups: list[_Group], headings: tuple[str, ...], part: list[Unit]) -> None:
-    """``part`` (leading headings and one piece of text under ``headings``) at the end of the last group when that
-    holds text under the same headings and there is room, else as a new group."""
-    size = sum(len(u.text) + 2 for u in part)
-    last = groups[-1] if groups else None
-    if last is not None and last.headings == headings and last.size + size - 2 <= TEXT_CHARS:
-        last.units += part
-        last.size += size
-    else:
-        groups.append(_Group(headings, list(part), size))
-
-
-def _grouped(units: Iterable[Unit]) -> list[_Group]:
-    """Units in groups of at most ``TEXT_CHARS`` under one heading path (a long unit cut between sentences); units
-    that lead into the text after them (``_leads_into``) wait for it and go into its group. Headings that pile up
-    past half a chunk with no text (a page of contents) are a group of their own."""
-    listed = [replace(unit, text=unit.text.strip()) for unit in units if unit.text.strip()]
-    groups: list[_Group] = []
-    waiting: list[Unit] = []
-    for n, unit in enumerate(listed):
-        if n + 1 < len(listed) and _leads_into(unit, listed[n + 1]):
-            waiting.append(unit)
-            if sum(len(u.text) + 2 for u in waiting) > TEXT_CHARS // 2:
-                _place(groups, unit.headings, waiting)
-                waiting = []
-            continue
-        lead = sum(len(u.text) + 2 for u in waiting)
-        limit = TEXT_CHARS - lead if lead + len(unit.text) > TEXT_CHARS else TEXT_CHARS
-        for piece in _sentences_within(unit.text, limit):
-            _place(groups, unit.headings, [*waiting, replace(unit, text=piece)])
-            waiting = []
-    return groups
-
-
-def unit_chunks(units: Iterable[Unit], *, doc_id: str, collection: str, title: str, url: str | None,
-                language: str) -> tuple[Chunk, ...]:
-    """Units grouped into chunks of at most ``TEXT_CHARS``: a new heading path starts a new chunk, a heading goes
-    into the chunk of the text under it (never a chunk alone, ``_grouped``), and a chunk's section names the heading
-    of its text and its page(s) ("2.3 Scope, p. 6"; "pp. 6-7" when it runs over a page break)."""
-    groups = _grouped(units)
-    part_word = "deel" if language == "nl" else "part"
-    chunks = []
-    for i, group in enumerate(groups):
-        pages = sorted({u.page for u in group.units if u.page is not None})
-        page, page_end = (pages[0], pages[-1] if len(pages) > 1 else None) if pages else (None, None)
-        place = [p for p in (group.headings[-1] if group.headings else None, _page_label(page, page_end)) if p]
-        section = ", ".join(place) or (f"{part_word} {i + 1}" if len(groups) > 1 else title)
-        chunk_url = f"{url.split('#')[0]}#page={page}" if url and page else url
-        chunks.append(Chunk(doc_id, collection, i, title, section, "\n\n".join(u.text for u in group.units),
-                            chunk_url, page, page_end))
-    return tuple(chunks)
-
-
-def extracted_document(extracted: Extracted, *, collection: str, default_id: str, default_title: str) -> Document:
-    """A file read by a format reader (`docserver.formats`) as a chunked ``Document``, titled ``default_title``
-    (the file's name made readable, ``_readable_name``) when the file states no title or only a placeholder
-    ("Microsoft Word - x.doc", "Untitled": ``is_placeholder_title``)."""
-    meta = {k: v for k, v in extracted.metadata.items() if v}
-    if extracted.format == "bwb":
-        language = extracted.language or "nl"
-        h1 = extracted.title
-        return law_document(meta, h1, law_blocks(extracted.units), collection=collection, default_id=default_id,
-                            language=language)
-    title = extracted.title if extracted.title and not is_placeholder_title(extracted.title) else default_title
-    stated = (extracted.language or "")[:2].lower()  # "nl-NL" from an HTML lang attribute is Dutch
-    language = stated if stated in ("nl", "en") else detect_language("\n".join(u.text for u in extracted.units))
-    url = meta.get("url") or meta.get("bron") or None
-    dates = [meta.get(k, "") for k in ("date", "created", "creationdate", "creation_date", "modified")]
-    return Document(
-        doc_id=default_id,
-        collection=collection,
-        title=title,
-        chunks=unit_chunks(extracted.units, doc_id=default_id, collection=collection, title=title, url=url,
-                           language=language),
-        year=next((int(d[:4]) for d in dates if d[:4].isdigit()), None),
-        url=url,
-        kind="official" if extracted.format == "op" else None,
-        language=language,
-        metadata={"format": extracted.format, **({"pages": str(extracted.pages)} if extracted.pages else {}), **meta},
-    )
 
 
 def parse_file(path: Path, collection: str, limits: Limits | None = None, *, follow_symlinks: bool = False) -> Document:
@@ -403,28 +86,20 @@ def load(stream: BinaryIO, path: Path, limits: Limits) -> tuple[str, bytes]:
     except Refused:
         if path.suffix.lower() in _TEXT_SUFFIXES:
             stream.seek(0)
-            _text(stream.read(limits.max_bytes))
+            decoded(stream.read(limits.max_bytes))
         raise
 
 
 def parse_bytes(kind: str, data: bytes, path: Path, collection: str, limits: Limits | None = None) -> Document:
     """The bytes of the file ``path``, of format ``kind`` (``load``), as a ``Document``, read by the reader their
-    content calls for (``docserver.formats``): PDF, DOCX, ODT, HTML, BWB law XML, official-publication XML; Markdown
-    (law texts, corpus-style) and plain text here; stored ``as_plain``. Raises ``Refused`` with the reason when the
-    file is not indexed."""
-    if kind == "text":
-        doc = parse_text(_text(data), collection=collection, title=_readable_name(path), doc_id=slug(path.stem))
-    elif kind == "markdown":
-        source = _text(data)
-        meta, body = split_front_matter(source)
-        if is_law_text(meta, body):
-            doc = parse_law(source, collection=collection, default_id=slug(path.stem))
-        else:
-            doc = parse_document(source, collection=collection, default_id=slug(path.stem))
-            doc = doc if doc.language else replace(doc, language=detect_language(body))
-    else:  # the suffix is part of the id: the same paper as PDF and as HTML are two documents, each with a stable id
-        doc = extracted_document(formats.extract(kind, data, limits or Limits()), collection=collection,
-                                 default_id=slug(path.name), default_title=_readable_name(path))
+    content calls for (``docserver.formats``) and cut into chunks (``chunking.py``); stored ``as_plain``. Raises
+    ``Refused`` with the reason when the file is not indexed."""
+    extracted = formats.extract(kind, data, limits or Limits())
+    # the suffix is part of the id of a file of the other formats: the same paper as PDF and as HTML are two
+    # documents, each with a stable id
+    default_id = slug(path.stem) if kind in _TEXT_KINDS else slug(path.name)
+    doc = extracted_document(extracted, collection=collection, default_id=default_id,
+                             default_title=_readable_name(path))
     return as_plain(doc, markdown=kind == "markdown")
 
 
@@ -436,19 +111,6 @@ def _readable_name(path: Path) -> str:
     return " ".join(words.split()) or path.stem
 
 
-def _text(data: bytes) -> str:
-    """A Markdown or text file's bytes as text; ``Refused`` at the first NUL or invalid UTF-8 byte anywhere in it
-    (the sniffer looks only at the start: a NUL further on would be indexed and handed out)."""
-    nul = data.find(b"\x00")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        nul = exc.start if nul < 0 else min(nul, exc.start)
-    if nul >= 0:
-        raise Refused(f"binary data at byte {nul}")
-    return text.removeprefix("\ufeff")
-
-
 def as_plain(doc: Document, *, markdown: bool = False) -> Document:
     """``doc`` as stored: everything it carries besides its text is somebody else's, so its doc_id, title,
     sections, kind, language, disclaimer and metadata become one plain line (``textkit.untrusted.plain``: no
@@ -456,7 +118,7 @@ def as_plain(doc: Document, *, markdown: bool = False) -> Document:
     or none (``safe_url``). ``markdown``: titles and sections were Markdown, whose links are read as their text."""
 
     def line(value: str | None) -> str:
-        return plain(_LINK.sub(r"\1", value) if markdown and value else value)
+        return plain(unlinked(value) if markdown and value else value)
 
     doc_id = plain(doc.doc_id) or slug(doc.doc_id)
     title = line(doc.title) or doc_id
@@ -554,32 +216,15 @@ def ingest_files(
     files, passed = walk.discover(paths, wanted=_wanted, follow_symlinks=follow_symlinks)
     names = _relative_names(paths, files)
     stored = {} if force else stored_sources(index_path, collection)
-    parsed: dict[str, _Read] = {}
-    seen: dict[str, Path] = {}  # doc_id -> the file of this run it comes from
     report = Report()
     for not_read in passed:
         report.failures.append(Failure(not_read.path, not_read.reason))
         if on_file is not None:
             on_file(not_read.path, report.failures[-1])
-    pages = 0
-    run = _Run(collection, limits or Limits(), stored, seen, base_url, incoming_dir(resolve_index_path(index_path)))
+    run = _Run(collection, limits or Limits(), stored, {}, base_url, incoming_dir(resolve_index_path(index_path)))
+    parsed: dict[str, _Read] = {}
     try:
-        with _progress_bar(len(files), collection, progress) as bar:
-            for found in files:
-                outcome = _ingest_one(found, names[found.path], run)
-                if isinstance(outcome, Failure):
-                    report.failures.append(outcome)
-                elif isinstance(outcome, Skipped):
-                    report.skipped.append(outcome)
-                    seen[outcome.doc_id] = found.path
-                else:
-                    parsed[outcome.document.doc_id] = outcome
-                    seen[outcome.document.doc_id] = found.path
-                    pages += _page_count(outcome.document)
-                if on_file is not None:
-                    on_file(found.path, outcome.document if isinstance(outcome, _Read) else outcome)
-                bar.set_postfix(pages=pages, refresh=False)
-                bar.update()
+        _read_all(files, names, run, report, parsed, on_file=on_file, progress=progress)
         if parsed:
             with DocumentStore(index_path) as store:
                 store.save([(r.document, r.source) for r in parsed.values()], [r.original for r in parsed.values()])
@@ -588,6 +233,30 @@ def ingest_files(
             read.original.copy.unlink(missing_ok=True)
     report.documents = [r.document for r in parsed.values()]
     return report
+
+
+def _read_all(files: Sequence[walk.Found], names: Mapping[Path, str], run: "_Run", report: Report,
+              parsed: dict[str, "_Read"], *, on_file: Callable[[Path, Document | Skipped | Failure], None] | None,
+              progress: bool) -> None:
+    """Every file of a run read into ``parsed`` (by doc_id), or skipped or refused into ``report``, on a progress bar
+    counting the files and the PDF pages read so far (``_progress_bar``); ``run.seen`` learns each doc_id given."""
+    pages = 0
+    with _progress_bar(len(files), run.collection, progress) as bar:
+        for found in files:
+            outcome = _ingest_one(found, names[found.path], run)
+            if isinstance(outcome, Failure):
+                report.failures.append(outcome)
+            elif isinstance(outcome, Skipped):
+                report.skipped.append(outcome)
+                run.seen[outcome.doc_id] = found.path
+            else:
+                parsed[outcome.document.doc_id] = outcome
+                run.seen[outcome.document.doc_id] = found.path
+                pages += _page_count(outcome.document)
+            if on_file is not None:
+                on_file(found.path, outcome.document if isinstance(outcome, _Read) else outcome)
+            bar.set_postfix(pages=pages, refresh=False)
+            bar.update()
 
 
 def _progress_bar(total: int, collection: str, wanted: bool):  # -> tqdm; not annotated: tqdm is imported lazily
@@ -624,7 +293,7 @@ def _named_id(doc: Document, name: str, kind: str, data: bytes) -> str:
     an id the document gives itself (front matter ``doc_id:``, a law's BWB id) as it is."""
     *folders, file = PurePosixPath(name).parts
     from_name = doc.doc_id in (slug(PurePosixPath(file).stem), slug(file))
-    if not folders or not from_name or (kind == "markdown" and split_front_matter(_text(data))[0].get("doc_id")):
+    if not folders or not from_name or (kind == "markdown" and split_front_matter(decoded(data))[0].get("doc_id")):
         return doc.doc_id
     return "/".join(map(slug, [*folders, file]))
 
@@ -655,7 +324,7 @@ class _Run:
     collection: str
     limits: Limits
     stored: Mapping[tuple[str, str], StoredDocument]
-    seen: Mapping[str, Path]
+    seen: dict[str, Path]
     base_url: str | None
     incoming: Path
 

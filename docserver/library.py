@@ -30,7 +30,7 @@ from typing import Literal
 from textkit.untrusted import plain
 
 from . import schema
-from .corpus import Document
+from .documents import Document
 from .formats import Limits
 from .ingest import COLLECTION_NAME, file_sha256, read_file, with_id
 from .originals import drop_unused_originals, incoming_dir, originals_dir

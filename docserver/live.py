@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .corpus import Chunk
+from .documents import Chunk
 from .embeddings import Embedder, EmbeddingError
 from .index import Index
 from .store import IndexSchemaError, index_version, resolve_index_path

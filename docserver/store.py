@@ -39,7 +39,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 from . import schema
-from .corpus import Chunk, Document
+from .documents import Chunk, Document
 from .originals import Original, drop_unused_originals, keep_originals, originals_dir
 from .schema import IndexSchemaError
 

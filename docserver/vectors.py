@@ -33,7 +33,8 @@ import numpy as np
 
 from textkit.sentences import passage_sentences
 
-from .corpus import Chunk, chunk_text, load_corpus
+from .corpus import load_corpus
+from .documents import Chunk, chunk_text
 from .embeddings import Embedder, EmbeddingError
 from .schema import bump, connect, connect_read_only, has_table, prepare
 from .store import load_documents

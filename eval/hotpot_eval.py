@@ -15,8 +15,8 @@ Gold articles: the two supporting articles of a question. Measured per question,
 - gathered: both / at least one gold article among the documents of the evidence research gathered
   (`state["evidence"]`);
 - in the prompt: both gold articles among the documents of the passages a model's answer prompt would read,
-  computed on the final state as synthesis computes it for a model (`synthesize.answer_ledger` with
-  `model=True`, then `synthesize.prompt_passages`), although the run itself is offline;
+  computed on the final state as synthesis computes it for a model (`evidence_policy.answer_ledger` with
+  `model=True` and the linked pair, then `evidence_policy.prompt_passages`), although the run itself is offline;
 - cited: both gold articles among the documents the answer body cites (`[n]` mapped to a title through the
   rendered sources list, else through the answer's ledger), and the share of the gold articles cited;
 - documents in the prompt / cited: the number of distinct documents there (a higher share cited is not to be
@@ -54,13 +54,14 @@ from docserver.store import load_documents
 from docserver.vectors import embed_chunks, file_vectors, library_passages
 from eval import hotpot
 from eval.answers import MARKER, body_of, cited_titles, is_declined
+from graph.answer.evidence_policy import answer_ledger, prompt_passages
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
 from graph.clients.mcp_client import DocumentClient
 from graph.context import Context
 from graph.models import Turn
-from graph.nodes.synthesize import answer_ledger, prompt_passages
 from graph.runner import start
+from graph.text.pairs import linked_pair
 
 Split = Literal["tune", "test"]
 SPLITS: tuple[Split, ...] = ("tune", "test")
@@ -173,8 +174,8 @@ async def ask(question: dict[str, Any], graph: Any, ctx: Context, known: set[str
     state, request = start([Turn(role="user", content=question["question"])], ctx)
     state = await graph.ainvoke(state, context=request)
     seconds = time.perf_counter() - started
-    ledger, sides = answer_ledger(state["facts"], state["evidence"], state["route"], ctx.config, model=True,
-                                  question=state["question"], glossary=ctx.catalog.glossary)
+    pair = linked_pair(state["question"], state["evidence"], ctx.catalog.glossary)
+    ledger, sides = answer_ledger(state["facts"], state["evidence"], state["route"], ctx.config, model=True, pair=pair)
     cited = cited_titles(state["answer"], state["sources"], known)  # sources: what the answer's [n] point at
     return Answered(frozenset(e.title for e in state["evidence"]),
                     frozenset(e.title for e in prompt_passages(ledger, sides)), frozenset(cited), state["answer"],

@@ -47,6 +47,7 @@ from graph.context import Context
 from graph.models import Turn
 from graph.runner import start
 from graph.text.claims import cited_numbers, claim_sentences, supported
+from textkit.articles import SECTION_ARTICLE_LOOSE
 
 BUILD_REPORTS = ROOT / "build" / "reports"  # git-ignored: where a run writes its report unless asked
 DOCS = ROOT / "docs"  # the tracked report: only with --write
@@ -108,7 +109,7 @@ async def evaluate(item: dict[str, Any], graph, ctx: Context) -> Result:
         if item.get("gold_articles"):
             wanted = {a.lower() for a in item["gold_articles"]}
             found = {m.group(1).rstrip(".").lower() for h in hits[:10] if h.doc_id in item["gold_docs"]
-                     for m in [re.search(r"(?:artikel|article)\s+([\w.]+)", h.section, re.IGNORECASE)] if m}
+                     for m in [SECTION_ARTICLE_LOOSE.search(h.section)] if m}
             result.article_hit = bool(result.article_hit) or bool(wanted & found)
     return result
 

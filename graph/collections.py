@@ -46,7 +46,7 @@ class Held(BaseModel):
     focus: str = ""
     documents: int | None = None
     # changes whenever what the collection holds changes; None: the server does not say (answers are then checked
-    # against the evidence instead, `app.chat`)
+    # against the evidence instead, `app.answer_events`)
     version: str | None = None
     titles: list[str] = []
     headings: list[str] = []
@@ -107,7 +107,7 @@ class Catalog:
         self._written = {key: c.name for c in collections for key in (c.display_name.lower(), c.name.lower())}
 
     def only(self, names: Iterable[str]) -> Catalog:
-        """The catalog one caller may see (README, Collections per caller): these collections in configuration
+        """The catalog one caller may see (docs/, "Collections per caller"): these collections in configuration
         order, with the same topic and glossary. Routing, prompts, progress lines and errors read the catalog
         they are given, so a collection left out here does not exist for them. No collection left is a ValueError."""
         keep = set(names)

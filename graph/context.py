@@ -30,7 +30,7 @@ Depth = Literal["low", "medium", "high"] | None
 
 @dataclass(frozen=True, slots=True)
 class SearchFilters:
-    """The request's `filters` (README, "Filters and search"). `collections` and `language` narrow the caller's
+    """The request's `filters` (docs/API.md, "Filters and search"). `collections` and `language` narrow the caller's
     catalog before the run (`app.filters`), so routing, research and every message see only what is left; `kind`
     keeps the passages of every search that are official texts, or only the summaries."""
 
@@ -80,7 +80,7 @@ class AnswerOptions:
 @dataclass(frozen=True, slots=True)
 class Context:
     llm: LLMClient | None  # None = offline (extractive) mode
-    # A caller sees the collections it may search and no others (README, Collections per caller):
+    # A caller sees the collections it may search and no others (docs/SECURITY.md, Collections per caller):
     # `Services.context_for` gives each set of visible collections its own catalog and document view
     docs: Documents
     catalog: Catalog

@@ -1,5 +1,6 @@
 """The pipeline's data types: what is retrieved, concluded and decided, with no behaviour and no clients (but the
-invariants of what a document server sends: `Evidence` holds its metadata as plain text and its link as http(s))."""
+invariants of what a document server sends: `Evidence` holds its metadata as plain text and its link as http(s); and
+what a route says about its answer, `side_by_side` and `spread`, read by research and by the answer alike)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,20 @@ class Route(BaseModel):
     confidence: float = 1.0  # how sure the heuristics are of the type (0..1; below 1 a model may decide)
     preferred: list[str] = Field(default_factory=list)  # named by the question: first, with a raised prior
     evidence: list[QueryType] = Field(default_factory=list)  # the types the question holds a signal of
+
+
+def side_by_side(route: Route) -> bool:
+    """Whether a comparison's sides are collections: the question names two or more of them by name. Those are
+    researched by one sub-agent per side and answered side by side. A comparison of other things (two
+    people, two plants, two magazines: "Which is older, A or B?") is researched as one question about several
+    names, over every collection: collections are where documents live, not what is being compared."""
+    return route.query_type == "comparative" and len(route.preferred) >= 2
+
+
+def spread(route: Route) -> bool:
+    """Whether an answer spreads over its sources (overviews, deep dives, comparisons of sources: every consulted
+    source represented) rather than focusing on the few passages that answer one thing."""
+    return route.query_type in ("exploratory", "deep_dive") or side_by_side(route)
 
 
 class ResearchTask(BaseModel):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from graph.answer.ledger import Ledger
+from graph.answer.template import template_answer
 from graph.models import Evidence, Fact
-from graph.text.extractive import template_answer
 from graph.text.instructions import split
 
 

@@ -12,7 +12,7 @@ import openai
 import pytest
 from pydantic import BaseModel
 
-from app.chat import answer_options, progress_mode
+from app.chat_request import answer_options, progress_mode
 from app.protocol import ChatCompletionRequest
 from graph.context import AnswerOptions, Context
 from graph.loop import model_judges, research_rounds

@@ -17,7 +17,8 @@ import pytest
 from docserver.corpus import BUNDLED_CORPUS, load_collections, load_corpus, parse_document
 from docserver.embedded import EmbeddedServer, serve_in_background
 from docserver.index import Index
-from docserver.server import SOURCES_URI, create_app, transport_security
+from docserver.server import create_app, transport_security
+from docserver.tools import SOURCES_URI
 from textkit import analyze, normalize, tokenize
 
 try:  # mcp >= 2

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from docserver.corpus import Chunk
+from docserver.documents import Chunk
 from eval import crosslang
 from graph.glossary import Glossary
 from graph.text.language import detect_language

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from docserver.corpus import Chunk, Document
+from docserver.documents import Chunk, Document
 from docserver.index import Index
 from eval import hotpot, hotpot_eval, run
 from eval.answers import cited_titles, source_titles

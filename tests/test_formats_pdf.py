@@ -245,9 +245,9 @@ def test_page_tree_loop_is_refused_or_read_quickly(kids: bytes, count: int) -> N
 
 
 def test_a_page_without_text_is_what_ocr_takes_over() -> None:
-    fragment = pdf._Fragment("ab", 0, 10, 0, 10, 2, 10, False)
+    fragment = pdf.Fragment("ab", 0, 10, 0, 10, 2, 10, False)
     assert pdf.page_needs_ocr([], 0.0)
     assert pdf.page_needs_ocr([fragment], 1.0)  # two letters over a page-sized image: a scan's stamp
     assert not pdf.page_needs_ocr([fragment], 0.0)  # two letters on a page without an image: its text
-    assert not pdf.page_needs_ocr([pdf._Fragment("A whole line of real text on a page", 0, 300, 0, 10, 2, 10, False)],
+    assert not pdf.page_needs_ocr([pdf.Fragment("A whole line of real text on a page", 0, 300, 0, 10, 2, 10, False)],
                                   1.0)

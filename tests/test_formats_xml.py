@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from docserver.chunking import parse_law
 from docserver.formats import Deadline, Extracted, Limits, Refused, bwb, extract, op, sniff
-from docserver.ingest import parse_law
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMATS = Path(os.environ.get("NEO_SHARED_DIR", ROOT.parent / "shared")) / "formats"

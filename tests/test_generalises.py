@@ -8,7 +8,6 @@ official texts first, sources one per document.
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 from collections.abc import AsyncIterator
@@ -28,11 +27,11 @@ from graph.models import Evidence, Turn
 from graph.nodes.judge import title_lookups
 from graph.nodes.plan import Translation, accept_translation
 from graph.runner import run_pipeline, start
-from graph.text import extractive
-from graph.text.extractive import select_facts
+from graph.text import pairs, relevance, selection
 from graph.text.hops import bridge_queries, link_candidates, link_queries, names, title_like, titled, unfound_things
 from graph.text.language import detect_language
 from graph.text.routing import focus_terms
+from graph.text.selection import select_facts
 
 CATALOG = load_catalog(ROOT / "graph" / "collections.json")  # the bundled catalog: languages and glossary
 
@@ -448,7 +447,7 @@ KAMP = _linkable("kamp", "Henk Kamp", "Henk Kamp was minister van Economische Za
     ("Veiligheid (tijdschrift)", "Wat zegt de ANVS over veiligheid?", False),
 ])
 def test_a_question_names_a_title_as_a_name(title: str, question: str, named: bool) -> None:
-    assert extractive.names_title(title, question) is named
+    assert relevance.names_title(title, question) is named
 
 
 @pytest.mark.parametrize(("a", "b", "question", "expected"), [
@@ -476,7 +475,7 @@ def test_a_question_names_a_title_as_a_name(title: str, question: str, named: bo
 ])
 def test_two_passages_are_linked_by_a_title_one_names(a: Evidence, b: Evidence, question: str,
                                                       expected: float) -> None:
-    assert extractive._link(a, b, question) == pytest.approx(expected, abs=0.01)
+    assert pairs._link(a, b, question) == pytest.approx(expected, abs=0.01)
 
 
 @pytest.mark.parametrize(("question", "ledger", "pair"), [
@@ -487,8 +486,8 @@ def test_two_passages_are_linked_by_a_title_one_names(a: Evidence, b: Evidence, 
 ])
 def test_the_best_pair_is_the_linked_one_covering_the_question(question: str, ledger: list[Evidence],
                                                                pair: set[str]) -> None:
-    query = extractive.query_terms(question)
-    found = extractive.best_pair(query, [extractive.stems_of(e.text) for e in ledger], ledger, question)
+    query = relevance.query_terms(question)
+    found = pairs.best_pair(query, [relevance.stems_of(e.text) for e in ledger], ledger, question)
     assert found is not None and {ledger[i].id for i in found[1]} == pair
 
 
@@ -525,34 +524,31 @@ def test_a_bridge_from_the_document_the_question_names_ranks_first(
     """The first hop is the document the question names; the pair it forms with the document its passage names
     ranks above a linked pair of passages that hold more of the question's rarer words (which is what ranks first
     without `FROM_NAMED_WEIGHT`)."""
-    query = extractive.query_terms(question)
-    stems = [extractive.stems_of(e.text) for e in ledger]
+    query = relevance.query_terms(question)
+    stems = [relevance.stems_of(e.text) for e in ledger]
 
     def best() -> set[str]:
-        _, _, (i, j) = extractive.ranked_pairs(query, stems, ledger, question)[0]
+        _, _, (i, j) = pairs.ranked_pairs(query, stems, ledger, question)[0]
         return {ledger[i].doc_id, ledger[j].doc_id}
 
     assert best() == bridge
-    monkeypatch.setattr(extractive, "FROM_NAMED_WEIGHT", 0.0)
+    monkeypatch.setattr(pairs, "FROM_NAMED_WEIGHT", 0.0)
     assert best() == other
 
 def _every_pair(query, stems, ledger, question):
     """`ranked_pairs` as it read the ledger before `_partners`: `_linked` asked of every pair."""
-    n = len(stems)
-    weight = [math.log(1 + n / (1 + sum(bool(t & s) for s in stems))) for t in query]
+    weight = relevance.idf_weights(query, stems)
     total = sum(weight) or 1.0
     hits = [frozenset(k for k, t in enumerate(query) if t & s) for s in stems]
-    order = sorted(range(n), key=lambda i: -sum(weight[k] for k in hits[i]))
-    sides = [extractive._side(e, question) for e in ledger]
+    order = sorted(range(len(stems)), key=lambda i: -sum(weight[k] for k in hits[i]))
+    sides = [pairs._side(e, question) for e in ledger]
     scored = []
-    for i in order[:extractive.PAIR_FIRST]:
+    for i in order[:pairs.PAIR_FIRST]:
         for j in order:
-            if hits[i] and j != i and sides[i].doc != sides[j].doc and (link := extractive._linked(sides[i], sides[j])):
+            if hits[i] and j != i and sides[i].doc != sides[j].doc and (link := pairs._linked(sides[i], sides[j])):
                 union = hits[i] | hits[j]
                 named = sides[i].named + sides[j].named
-                score = sum(weight[k] for k in union) / total + extractive.LINK_WEIGHT * (
-                    link ** extractive.LINK_POWER + extractive.NAMED_WEIGHT * (named == 2)
-                    + extractive.FROM_NAMED_WEIGHT * (named == 1))
+                score = pairs.pair_score(sum(weight[k] for k in union) / total, link, named)
                 scored.append((score, len(union) / len(query), (i, j)))
     return sorted(scored, key=lambda t: -t[0])
 
@@ -576,9 +572,9 @@ def test_ranked_pairs_reads_only_the_pairs_that_can_link(seed: int) -> None:
     asked = rng.sample(titles, rng.randint(0, 2))
     question = rng.choice(["Where is {} played near {}?", "Wanneer vervalt de {} en de {}?"]).format(
         *(asked + ["the stadium", "vergunning"])[:2])
-    query = extractive.query_terms(question)
-    stems = [extractive.stems_of(e.text) for e in ledger]
-    assert extractive.ranked_pairs(query, stems, ledger, question) == _every_pair(query, stems, ledger, question)
+    query = relevance.query_terms(question)
+    stems = [relevance.stems_of(e.text) for e in ledger]
+    assert pairs.ranked_pairs(query, stems, ledger, question) == _every_pair(query, stems, ledger, question)
 
 
 def test_a_bridge_answer_opens_with_a_sentence_of_each_linked_passage() -> None:
@@ -632,7 +628,7 @@ def test_the_linked_pair_completes_a_bridge_answer(question: str, ledger: list[E
     (("anvs", "kew"), {("wetten", "kew")}, 1, False),  # one doc id in two collections: two documents
 ])
 def test_an_answer_draws_on_a_few_documents(document: object, documents: set, limit: int, admitted: bool) -> None:
-    assert extractive.admits(document, documents, limit) is admitted
+    assert selection.admits(document, documents, limit) is admitted
 
 
 @pytest.mark.parametrize(("best", "named", "spread", "counted"), [
@@ -642,7 +638,7 @@ def test_an_answer_draws_on_a_few_documents(document: object, documents: set, li
     (0.6, True, True, True),  # a collection the question names: from PRIOR_RATIO
 ])
 def test_which_collections_count_for_an_answer(best: float, named: bool, spread: bool, counted: bool) -> None:
-    assert extractive.counts(best, 1.0, named, spread) is counted
+    assert selection.counts(best, 1.0, named, spread) is counted
 
 
 @pytest.mark.parametrize(("counted", "share", "linked", "named", "expected"), [
@@ -654,7 +650,7 @@ def test_which_collections_count_for_an_answer(best: float, named: bool, spread:
 ])
 def test_which_passages_compete_for_an_answer(counted: bool, share: float, linked: bool, named: bool,
                                               expected: bool) -> None:
-    assert extractive.selectable(counted, share, linked, named) is expected
+    assert selection.selectable(counted, share, linked, named) is expected
 
 
 NAMED_WEAK = {
@@ -701,7 +697,7 @@ def test_the_documents_the_linked_pair_adds_to_an_answer(cited: list[str], pair:
     passages = {e.doc_id: e for e in [*OPERATED, TECH, DODD]}
     document = {e.id: e.doc_id for e in passages.values()}
     facts = [Fact(text=f"Een zin uit {doc}.", evidence_ids=[passages[doc].id]) for doc in cited]
-    completed = extractive.completing(facts, [passages[doc] for doc in pair], document)
+    completed = selection.completing(facts, [passages[doc] for doc in pair], document)
     assert [e.doc_id for e in completed] == expected
 
 
@@ -715,7 +711,7 @@ def test_the_documents_the_linked_pair_adds_to_an_answer(cited: list[str], pair:
 def test_the_pair_through_what_an_answer_cites(ledger: list[Evidence], ranked: list, cited: set[str],
                                                expected: list[str]) -> None:
     document = {e.id: e.doc_id for e in ledger}
-    assert [e.doc_id for e in extractive.anchored(ranked, ledger, cited, document)] == expected
+    assert [e.doc_id for e in pairs.anchored(ranked, ledger, cited, document)] == expected
 
 
 @pytest.mark.parametrize(("question", "ledger", "cited", "expected"), [
@@ -728,8 +724,8 @@ def test_the_pair_through_what_an_answer_cites(ledger: list[Evidence], ranked: l
 def test_the_documents_a_question_names_close_its_answer(question: str, ledger: list[Evidence], cited: set[str],
                                                          expected: list[str]) -> None:
     document = {e.id: e.doc_id for e in ledger}
-    covered = [(extractive.coverage(extractive.query_terms(question), e.text), e) for e in ledger]
-    named = extractive.named_passages(covered, question, document, cited)
+    covered = [(relevance.coverage(relevance.query_terms(question), e.text), e) for e in ledger]
+    named = selection.named_passages(covered, question, document, cited)
     assert [e.doc_id for e in named] == expected
 
 
@@ -814,7 +810,7 @@ def test_a_name_is_looked_up_where_a_document_is_titled_by_it(candidates: list[s
     ("hanover", "hannoverr", False),  # two letters apart
 ])
 def test_one_typo(a: str, b: str, expected: bool) -> None:
-    assert extractive.one_typo(a, b) is expected and extractive.one_typo(b, a) is expected
+    assert relevance.one_typo(a, b) is expected and relevance.one_typo(b, a) is expected
 
 
 @pytest.mark.parametrize(("question", "answered"), [
@@ -867,22 +863,25 @@ DECREE = _linkable("bs", "Besluit stralingsbescherming", "Het Besluit stralingsb
     ("What is the capital of the Netherlands?", [AMSTERDAM], []),
 ])
 def test_linked_pair(question: str, evidence: list[Evidence], expected: list[str]) -> None:
-    assert [e.doc_id for e in extractive.linked_pair(question, evidence)] == expected
+    assert [e.doc_id for e in pairs.linked_pair(question, evidence)] == expected
 
 
 def test_a_model_reads_the_linked_pair_even_when_no_key_fact_comes_from_it() -> None:
+    from graph.answer.evidence_policy import answer_ledger, prompt_passages
     from graph.config import PipelineConfig
     from graph.models import Fact, Route
-    from graph.nodes.synthesize import answer_ledger, prompt_passages
 
     question = "Where is the stadium located at which the 1964 Georgia Tech Yellow Jackets football team played?"
     facts = [Fact(text="The 1964 Georgia Tech Yellow Jackets were led by coach Bobby Dodd.", evidence_ids=[TECH.id])]
     route = Route(query_type="factual", collections=["w1"], reason="test")
-    read = prompt_passages(*answer_ledger(facts, [AMSTERDAM, TECH, DODD], route, PipelineConfig(), True, question))
+    evidence = [AMSTERDAM, TECH, DODD]
+    pair = pairs.linked_pair(question, evidence)
+    read = prompt_passages(*answer_ledger(facts, evidence, route, PipelineConfig(), True, pair))
     assert [e.doc_id for e in read] == ["tech", "dodd"]  # the facts' document first, then the pair's other one
-    offline = prompt_passages(*answer_ledger(facts, [AMSTERDAM, TECH, DODD], route, PipelineConfig(), False, question))
+    offline = prompt_passages(*answer_ledger(facts, evidence, route, PipelineConfig(), False, pair))
     assert [e.doc_id for e in offline] == ["tech"]  # an extractive answer quotes its facts only
-    assert answer_ledger([], [TECH, DODD], route, PipelineConfig(), True, question)[0].entries == []  # no facts: decline
+    no_facts = answer_ledger([], [TECH, DODD], route, PipelineConfig(), True, pairs.linked_pair(question, [TECH, DODD]))
+    assert no_facts[0].entries == []  # no facts: decline
 
 
 @pytest.mark.parametrize(("asked", "query", "evidence", "with_asked", "without"), [
@@ -925,7 +924,7 @@ def test_names_and_titles_are_read_in_the_question_as_asked(asked: str, query: s
     ("Hoeveel kost de bouw van de PALLAS-reactor?", False),
 ])
 def test_a_question_reaching_its_subject_through_a_description(question: str, expected: bool) -> None:
-    assert extractive.describes(question) is expected
+    assert relevance.describes(question) is expected
 
 
 FRAZEE = _linkable("jf", "John Frazee", "John Frazee was an American sculptor. He was born in Rahway, a city in "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from docserver.corpus import Chunk, Document
+from docserver.documents import Chunk, Document
 from docserver.formats import Refused
 from docserver.store import DocumentStore, load_documents
 from docserver.walk import Found, discover, opened

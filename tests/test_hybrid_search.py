@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from docserver.corpus import Chunk, Collection, Document, chunk_text
+from docserver.documents import Chunk, Collection, Document, chunk_text
 from docserver.embeddings import Embedder, EmbeddingSettings
 from docserver.hybrid import RRF_K, SlotVectors, fuse
 from docserver.index import Index

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 import docserver.ingest
+from docserver.chunking import ARTICLE_CHARS, TEXT_CHARS, parse_law, split_paragraphs
 from docserver.compounds import Decompounder
-from docserver.corpus import BUNDLED_CORPUS, Chunk, Document, load_collections, load_corpus
+from docserver.corpus import BUNDLED_CORPUS, load_collections, load_corpus
+from docserver.documents import Chunk, Document
 from docserver.embedded import serve_in_background
 from docserver.index import Index
-from docserver.ingest import ARTICLE_CHARS, TEXT_CHARS, ingest, parse_law, split_paragraphs
+from docserver.ingest import ingest
 from docserver.server import create_app
 from docserver.store import DocumentStore, load_documents, resolve_index_path
 from tests.test_docserver import call, connect, split_result
@@ -393,7 +395,7 @@ def test_restart_reads_the_index_without_reingesting(
     def fail(*args: object, **kwargs: object) -> None:
         raise AssertionError("the server must not parse source files")
 
-    for name in ("parse_file", "parse_law", "parse_text", "ingest"):
+    for name in ("parse_file", "parse_bytes", "ingest"):
         monkeypatch.setattr(docserver.ingest, name, fail)
     index = Index.load(empty_corpus, index_path=index_file)
     hits = index.search("artikel 15a Borssele", "wetten_overheid")
@@ -560,8 +562,8 @@ def test_cli_ingest(tmp_path: Path, index_file: Path) -> None:
 
 def test_naming_an_article_ranks_that_article_first(tmp_path) -> None:
     """Summaries that quote "artikel 15a" must not outrank the article itself when the query names it."""
+    from docserver.chunking import parse_law
     from docserver.index import Index
-    from docserver.ingest import parse_law
 
     law = parse_law(
         "---\ntitle: \"Testwet\"\nidentifier: \"BWBR0000001\"\n---\n\n# Testwet\n\n"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from docserver.chunking import TEXT_CHARS
 from docserver.formats import Limits, Refused, extract, sniff
 from docserver.index import Index
-from docserver.ingest import TEXT_CHARS, ingest, ingest_files, parse_file
+from docserver.ingest import ingest, ingest_files, parse_file
 from docserver.store import load_documents
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,7 +171,7 @@ def test_limits_refuse_oversized_files(tmp_path: Path) -> None:
 def test_an_index_from_before_pages_is_read_and_migrated(tmp_path: Path, index_file: Path) -> None:
     import sqlite3
 
-    from docserver.corpus import Chunk, Document
+    from docserver.documents import Chunk, Document
     from docserver.store import DocumentStore
 
     note = tmp_path / "notitie.txt"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from docserver.corpus import BUNDLED_CORPUS, split_front_matter
+from docserver.corpus import BUNDLED_CORPUS
+from docserver.formats.markdown import split_front_matter
 from docserver.index import Index
 from docserver.ingest import ingest, ingest_files
 from docserver.originals import originals_dir

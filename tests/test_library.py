@@ -27,8 +27,8 @@ from docserver.index import Index
 from docserver.ingest import ingest_files
 from docserver.library import FILE_ID, Library, StoredFile, ingest_attached
 from docserver.originals import originals_dir
-from docserver.server import format_collections
 from docserver.store import index_version, list_stored
+from docserver.tools import format_collections
 from tests.test_docserver import COLLECTIONS, call, connect, running, split_result, write_corpus
 from tests.test_ingest_manage import docserver
 

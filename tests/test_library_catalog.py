@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from graph.clients.mcp_client import DocumentError, parse_collections
+from graph.clients.mcp_results import DocumentError, parse_collections
 from graph.collections import FOCUS_CHARS, Catalog, Collection, Held, derived_focus, library_catalog
 
 CONFIGURED = Catalog([

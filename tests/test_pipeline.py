@@ -757,9 +757,9 @@ def test_unexplored_links_keep_a_sufficient_verdict_from_stopping(status: str, e
 
 
 def test_a_key_fact_s_address_is_allowed_where_the_prompt_cut_its_passage() -> None:
+    from graph.answer.evidence_policy import allowed_addresses
     from graph.answer.ledger import Ledger
     from graph.models import Evidence, Fact
-    from graph.nodes.synthesize import allowed_addresses
 
     url = "https://wetten.overheid.nl/jci1.3:c:BWBR0002402&artikel=15"
     law = Evidence(id="w/kew#3", collection="wetten", doc_id="kew", title="Kernenergiewet",

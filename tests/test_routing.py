@@ -181,7 +181,8 @@ async def test_an_answer_instruction_does_not_change_what_is_found(bundled, ques
 ])
 def test_a_comparison_is_side_by_side_only_when_it_names_two_collections(question: str, kind: str, sides: bool,
                                                                          scope: list[str] | None) -> None:
-    from graph.text.routing import heuristic_route, side_by_side
+    from graph.models import side_by_side
+    from graph.text.routing import heuristic_route
 
     route = heuristic_route(question, CATALOG.collections)
     assert (route.query_type, side_by_side(route)) == (kind, sides)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from app.settings import ROOT
-from docserver.corpus import Chunk, Document, chunk_text
+from docserver.documents import Chunk, Document, chunk_text
 from docserver.embedded import serve_in_background
 from docserver.embeddings import Embedder, EmbeddingSettings
 from docserver.index import Index
@@ -25,7 +25,8 @@ from docserver.sentences import MATCHES_PER_PASSAGE, SentenceVectors
 from docserver.vectors import embed_chunks, library_passages, passage_digest, prune
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
-from graph.clients.mcp_client import DocumentClient, ToolOutput, to_evidence
+from graph.clients.mcp_client import DocumentClient
+from graph.clients.mcp_results import ToolOutput, to_evidence
 from graph.collections import Catalog, Collection
 from graph.context import Context
 from graph.models import Evidence, ResearchTask, Turn

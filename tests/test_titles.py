@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from docserver.corpus import Chunk
+from docserver.chunking import TEXT_CHARS, unit_chunks
+from docserver.documents import Chunk
 from docserver.formats import pdf
 from docserver.formats.base import Deadline, Extracted, Limits, Refused, Unit, is_placeholder_title
-from docserver.ingest import TEXT_CHARS, parse_file, unit_chunks
+from docserver.ingest import parse_file
 from tests.fakes.pdf import build_pdf
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ from app.settings import ROOT, Settings
 from graph.answer.answer_stream import AnswerStream
 from graph.answer.ledger import CitationFilter, Ledger, clean_citations, page_label, pages_read
 from graph.answer.sanitize import InlineReasoningSplitter, TagNeutralizer, neutralize
-from graph.clients.mcp_client import ToolOutput, parse_document_list, to_evidence
+from graph.clients.mcp_results import ToolOutput, parse_document_list, to_evidence
 from graph.collections import load_catalog
 from graph.models import Evidence, Fact
 from graph.text.language import detect_language
@@ -587,8 +587,8 @@ def test_best_sources_picks_the_passages_that_support_the_sentence(sentence: str
 ])
 def test_comparison_sides(query_type: str, per_collection: dict[str, int], passages: int,
                           expected: dict[str, list[int]]) -> None:
+    from graph.answer.evidence_policy import comparison_sides
     from graph.answer.ledger import Ledger
-    from graph.nodes.synthesize import comparison_sides
 
     entries = [_passage(c, f"tekst {c} {i}") for c, k in per_collection.items() for i in range(k)]
     entries = [e.model_copy(update={"id": f"{e.collection}/d#{i}"}) for i, e in enumerate(entries)]
@@ -683,9 +683,9 @@ def test_a_limited_ledger_keeps_the_documents_of_the_best_facts() -> None:
 def test_a_model_reads_few_documents_for_a_question_about_one_thing(kind: str, preferred: list[str], model: bool,
                                                                      paired: int, pair_focus: bool,
                                                                      documents: int) -> None:
+    from graph.answer.evidence_policy import answer_documents
     from graph.config import PipelineConfig
     from graph.models import Route
-    from graph.nodes.synthesize import answer_documents
 
     route = Route(query_type=kind, collections=["a", "b"], reason="test", preferred=preferred)
     config = PipelineConfig(ledger_limit=12, focus_documents=5, pair_focus=pair_focus)
@@ -706,7 +706,7 @@ _INSAG_2 = Evidence(id="iaea/insag4#1", collection="iaea", doc_id="insag4", titl
 ])
 def test_a_linked_pair_explains_the_question_when_the_best_fact_is_from_it(pair: list, best: Evidence,
                                                                             expected: bool) -> None:
-    from graph.nodes.synthesize import leads
+    from graph.answer.evidence_policy import leads
 
     facts = [Fact(text="Eerste.", evidence_ids=["gone#0", best.id]), Fact(text="Tweede.", evidence_ids=[_GSR2.id])]
     assert leads(pair, facts, [_SF1, _GSR2, _INSAG, _INSAG_2]) is expected

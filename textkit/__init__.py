@@ -11,6 +11,9 @@ stemmer; a token is represented by the set of its stems and two tokens match
 when their stem sets overlap.  Tokens containing digits ("2", "15a", "2033")
 are kept verbatim, and dotted numbers stay one token ("artikel 3.1" must not
 match every passage that contains a 3 and a 1).
+
+Beside it: ``textkit.language`` (Dutch or English), ``textkit.articles`` (how an article of a law is named),
+``textkit.sentences`` (where a sentence ends) and ``textkit.untrusted`` (text written by others, made safe to show).
 """
 
 import re

@@ -3,7 +3,8 @@
 `load(file, suffix, limits)` names an open file's format (or refuses it), `extract(kind, data, limits)` returns it as an `Extracted`
 (title, metadata, text units that carry their page, heading path or article) or raises `Refused` with a reason its
 owner understands. Every reader module has one function, `read(data: bytes, limits: Limits, deadline: Deadline)
--> Extracted`; Markdown and plain text keep their own parsers in docserver/ingest.py.
+-> Extracted`: pdf, docx, odt, html, bwb (law XML), op (official-publication XML), markdown (the corpus format and
+law texts in Markdown) and text.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from .base import Deadline, Extracted, Limits, Refused, Unit, too_large
 
 __all__ = ["READERS", "SUFFIXES", "Deadline", "Extracted", "Limits", "Refused", "Unit", "extract", "load", "sniff"]
 
-# format -> the module under docserver.formats that reads it; "markdown" and "text" are read by docserver/ingest.py
-READERS = {"pdf": "pdf", "docx": "docx", "odt": "odt", "html": "html", "bwb": "bwb", "op": "op"}
+# format -> the module under docserver.formats that reads it
+READERS = {"pdf": "pdf", "docx": "docx", "odt": "odt", "html": "html", "bwb": "bwb", "op": "op", "markdown": "markdown",
+           "text": "text"}
 # what a folder walk picks up (a named file is always tried, whatever its suffix)
 SUFFIXES = (".pdf", ".docx", ".odt", ".html", ".htm", ".xhtml", ".xml", ".md", ".markdown", ".txt", ".text")
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -51,29 +53,10 @@ def sniff(data: bytes, suffix: str = "") -> str | None:
     if b"%PDF-" in data[:1024]:
         return "pdf"
     if data[:4] == zipguard.ZIP_MAGIC:
-        zipguard.check_directory(data)
-        try:
-            with zipfile.ZipFile(BytesIO(data)) as archive:
-                names = set(archive.namelist())
-                if "word/document.xml" in names:
-                    return "docx"
-                if "content.xml" in names and "mimetype" in names:
-                    with archive.open("mimetype") as member:  # a few bytes: never the whole of a hostile member
-                        if member.read(len(_ODT_MIME) + 8).strip() == _ODT_MIME:
-                            return "odt"
-        except (zipfile.BadZipFile, KeyError, OSError):
-            return None
-        return None
+        return _zip_format(data)
     head = data[:4096].lstrip(b"\xef\xbb\xbf").lstrip()
     if head[:1] == b"<":
-        root = _root_element(data)
-        if root == "toestand":
-            return "bwb"
-        if root == "officiele-publicatie":
-            return "op"
-        if root == "html" or head[:15].lower().startswith(b"<!doctype html"):
-            return "html"
-        return "html" if suffix.lower() in _HTML_SUFFIXES else None  # a page saved without its <html> element
+        return _markup_format(data, head, suffix)
     if b"\x00" in data[:8192]:
         return None
     try:
@@ -82,6 +65,35 @@ def sniff(data: bytes, suffix: str = "") -> str | None:
         if exc.start < 65536 - 4:  # not a character cut at the window's end
             return None
     return "markdown" if suffix.lower() in MARKDOWN_SUFFIXES else "text"
+
+
+def _zip_format(data: bytes) -> str | None:
+    """"docx" or "odt" by the members of a ZIP archive, else None."""
+    zipguard.check_directory(data)
+    try:
+        with zipfile.ZipFile(BytesIO(data)) as archive:
+            names = set(archive.namelist())
+            if "word/document.xml" in names:
+                return "docx"
+            if "content.xml" in names and "mimetype" in names:
+                with archive.open("mimetype") as member:  # a few bytes: never the whole of a hostile member
+                    if member.read(len(_ODT_MIME) + 8).strip() == _ODT_MIME:
+                        return "odt"
+    except (zipfile.BadZipFile, KeyError, OSError):
+        return None
+    return None
+
+
+def _markup_format(data: bytes, head: bytes, suffix: str) -> str | None:
+    """"bwb", "op" or "html" by the root element of a file that starts with markup (`head`: its start)."""
+    root = _root_element(data)
+    if root == "toestand":
+        return "bwb"
+    if root == "officiele-publicatie":
+        return "op"
+    if root == "html" or head[:15].lower().startswith(b"<!doctype html"):
+        return "html"
+    return "html" if suffix.lower() in _HTML_SUFFIXES else None  # a page saved without its <html> element
 
 
 def load(file: BinaryIO, suffix: str, limits: Limits) -> tuple[str, bytes]:

@@ -2,7 +2,8 @@
 
 A reader turns the bytes of one file into an `Extracted`: the document's title and metadata and its text as
 `Unit`s that carry where they stand (the page of a PDF, the heading path of a DOCX, ODT or HTML document, the
-article of a law). Chunking, ids and the index are the ingest's business (`docserver/ingest.py`), not a reader's.
+article of a law). Chunking, ids and the index are the ingest's business (`docserver/chunking.py`,
+`docserver/ingest.py`), not a reader's.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ class Unit:
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
-    """One file as read: `format` ("pdf", "docx", "odt", "html", "bwb", "op", "markdown", "text"), the title from
-    the document itself (metadata or first heading; None when it has none, the ingest then uses the file name),
-    `metadata` as strings (author, date, identifier, source URL, ...), `pages` for paged formats."""
+    """One file as read: `format` ("pdf", "docx", "odt", "html", "bwb", "op", "markdown", "law-markdown", "text"),
+    the title from the document itself (metadata or first heading; None when it has none, the ingest then uses the
+    file name), `metadata` as strings (author, date, identifier, source URL, ...), `pages` for paged formats,
+    `disclaimer` a note the document carries about itself (the bundled corpus's "samenvatting in eigen woorden")."""
 
     format: str
     title: str | None
@@ -60,6 +62,7 @@ class Extracted:
     metadata: Mapping[str, str] = field(default_factory=dict)
     language: str | None = None
     pages: int | None = None
+    disclaimer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

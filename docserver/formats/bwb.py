@@ -3,7 +3,7 @@
 The consolidated text of a law ("toestand" on a date) comes from the BWB repository as XML: `<toestand bwb-id=...>`
 holding the `<intitule>`, `<citeertitel>`, the `<aanhef>`, the articles (inside `<hoofdstuk>`, `<afdeling>`,
 `<paragraaf>`, ...), annexes (`<bijlage>`) and the `<wetsluiting>`. The ingest turns law units into chunks with the
-same code path as the wetten.overheid.nl Markdown law texts (`docserver/ingest.py`), so an article's text is written
+same code path as the wetten.overheid.nl Markdown law texts (`docserver/chunking.py`), so an article's text is written
 exactly the way those Markdown files write it: each lid as "1. text", list items as "- a. text" (nested ones indented
 by three spaces per level), paragraphs separated by a blank line, emphasis as `*cursief*` and `**vet**`, tables as
 pipe tables, references as their plain text. Meta-data, jci links, images and editorial bookkeeping are left out;

@@ -119,8 +119,8 @@ class InstructionsIgnored:
 
 @dataclass(frozen=True, slots=True)
 class Searched:
-    """The collections the route sends research to, for the request's audit line (README, Collections per
-    caller); never shown. `cached`: the answer was replayed from the response cache, researched in these
+    """The collections the route sends research to, for the request's audit line (docs/, "Collections
+    per caller"); never shown. `cached`: the answer was replayed from the response cache, researched in these
     collections earlier."""
 
     collections: tuple[str, ...]

@@ -15,6 +15,7 @@ import json
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -116,6 +117,17 @@ def _usage(payload: dict[str, Any] | None, prompt_chars: str, completion: str) -
             calls=1,
         )
     return Usage(prompt_tokens=estimate_tokens(prompt_chars), completion_tokens=estimate_tokens(completion), calls=1)
+
+
+def _chunk(data: str, retryable: bool) -> dict[str, Any]:
+    """One event of a streamed reply, read as JSON; an error the upstream sends in band raises."""
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise LLMError("invalid SSE data from upstream", retryable=retryable) from exc
+    if chunk.get("error"):
+        raise LLMError(f"upstream error: {chunk['error']}", retryable=retryable)
+    return chunk
 
 
 class LLMClient:
@@ -288,48 +300,13 @@ class LLMClient:
         try:
             async with self._gate:
                 for attempt in range(self.max_retries + 1):
-                    splitter = InlineReasoningSplitter()
-                    produced.clear()
-                    usage_payload: dict[str, Any] | None = None
-                    finished = ""
                     try:
-                        async with self._http.stream("POST", "chat/completions", json=body,
-                                                     headers=headers) as response:
-                            await _raise_for_status(response)
-                            async for event in EventSource(response).aiter_sse():
-                                if event.data.strip() == "[DONE]":
-                                    break
-                                try:
-                                    chunk = json.loads(event.data)
-                                except ValueError as exc:
-                                    raise LLMError("invalid SSE data from upstream", retryable=not produced) from exc
-                                if chunk.get("error"):
-                                    raise LLMError(f"upstream error: {chunk['error']}", retryable=not produced)
-                                usage_payload = chunk.get("usage") or usage_payload
-                                for choice in chunk.get("choices") or []:
-                                    finished = finished or choice.get("finish_reason") or ""
-                                    # `reasoning_content` / `reasoning` deltas are deliberately ignored.
-                                    text = (choice.get("delta") or {}).get("content") or ""
-                                    answer = splitter.feed(text)[1] if text else ""
-                                    if answer:
-                                        produced.append(answer)
-                                        yield answer
-                                if (stop and len(produced) % STOP_CHECK_EVERY == 0 and produced
-                                        and stop("".join(produced))):
-                                    log.warning("the model repeats itself: its answer is cut after %d deltas",
-                                                len(produced))
-                                    usage_payload = None  # the server's usage never comes: estimated below
-                                    finished = "cut"
-                                    break
-                            else:
-                                if not finished:  # some servers omit [DONE], none omit finish_reason
-                                    raise LLMError("upstream stream ended early", retryable=not produced)
-                        tail = splitter.flush()[1]
-                        if tail:
-                            produced.append(tail)
-                            yield tail
-                        end = StreamEnd(_usage(usage_payload, prompt_chars, "".join(produced)), finished or "stop")
-                        yield end
+                        # closed with this generator: a reader that stops early closes the connection at once
+                        async with aclosing(self._stream_once(body, headers, prompt_chars, stop, produced)) as items:
+                            async for item in items:
+                                if isinstance(item, StreamEnd):
+                                    end = item
+                                yield item
                         return
                     except (httpx.TransportError, SSEError) as exc:
                         error = LLMError(f"upstream connection failed: {failure_name(exc)}", retryable=not produced)
@@ -348,3 +325,40 @@ class LLMClient:
                            finish=end.finish_reason if end else "", capture=self.capture_content, messages=messages,
                            reply="".join(produced) if self.capture_content else "",
                            error=failure if not isinstance(failure, GeneratorExit) else None)
+
+    async def _stream_once(self, body: dict[str, Any], headers: dict[str, str], prompt_chars: str,
+                           stop: Callable[[str], bool] | None, produced: list[str]) -> AsyncIterator[str | StreamEnd]:
+        """One attempt of `stream`: the answer's text deltas as the upstream sends them (also kept in `produced`,
+        emptied first), then the `StreamEnd`. A failure is retryable while nothing was produced."""
+        splitter = InlineReasoningSplitter()
+        produced.clear()
+        usage_payload: dict[str, Any] | None = None
+        finished = ""
+        async with self._http.stream("POST", "chat/completions", json=body, headers=headers) as response:
+            await _raise_for_status(response)
+            async for event in EventSource(response).aiter_sse():
+                if event.data.strip() == "[DONE]":
+                    break
+                chunk = _chunk(event.data, retryable=not produced)
+                usage_payload = chunk.get("usage") or usage_payload
+                for choice in chunk.get("choices") or []:
+                    finished = finished or choice.get("finish_reason") or ""
+                    # `reasoning_content` / `reasoning` deltas are deliberately ignored.
+                    text = (choice.get("delta") or {}).get("content") or ""
+                    answer = splitter.feed(text)[1] if text else ""
+                    if answer:
+                        produced.append(answer)
+                        yield answer
+                if stop and len(produced) % STOP_CHECK_EVERY == 0 and produced and stop("".join(produced)):
+                    log.warning("the model repeats itself: its answer is cut after %d deltas", len(produced))
+                    usage_payload = None  # the server's usage never comes: estimated below
+                    finished = "cut"
+                    break
+            else:
+                if not finished:  # some servers omit [DONE], none omit finish_reason
+                    raise LLMError("upstream stream ended early", retryable=not produced)
+        tail = splitter.flush()[1]
+        if tail:
+            produced.append(tail)
+            yield tail
+        yield StreamEnd(_usage(usage_payload, prompt_chars, "".join(produced)), finished or "stop")

@@ -1,4 +1,4 @@
-"""The pipeline's OpenTelemetry spans (README, Tracing): one per node run (a research sub-agent's names its task
+"""The pipeline's OpenTelemetry spans (docs/OPERATIONS.md, Tracing): one per node run (a research sub-agent's names its task
 and collection), one per document tool call, one per model call with the GenAI attributes.
 
 Only OpenTelemetry's API is used here: the tracer comes with the clients and the run's context, and is a no-op

@@ -33,12 +33,11 @@ from graph.loop import (
     untried,
     with_findings,
 )
-from graph.models import Language, ResearchTask, Status, Usage, Verdict
+from graph.models import Language, ResearchTask, Status, Usage, Verdict, side_by_side
 from graph.nodes.plan import in_language_by_model, language_label
 from graph.state import State
 from graph.structured import ask_json
 from graph.text.hops import bridge_queries, complete, link_candidates, link_queries, titled
-from graph.text.routing import side_by_side
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,11 @@ from graph.answer import messages
 from graph.answer.events import Step, emit
 from graph.context import Context
 from graph.glossary import Glossary
-from graph.models import Language, ResearchTask, Route, Usage
+from graph.models import Language, ResearchTask, Route, Usage, side_by_side
 from graph.state import State
 from graph.structured import ask_json
-from graph.text.extractive import entity_words
 from graph.text.hops import entity_queries
-from graph.text.routing import side_by_side
+from graph.text.relevance import entity_words
 from textkit import analyze
 
 

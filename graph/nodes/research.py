@@ -24,8 +24,8 @@ from graph.clients.mcp_client import DocumentError
 from graph.context import Context
 from graph.models import Evidence, Fact, Outcome, ResearchTask, Usage
 from graph.structured import ask_json
-from graph.text.extractive import select_facts
 from graph.text.injection import screen
+from graph.text.selection import select_facts
 
 
 class ResearchInput(TypedDict):

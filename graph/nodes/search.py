@@ -10,12 +10,12 @@ import asyncio
 
 from graph.clients.mcp_client import DocumentError
 from graph.context import Context
-from graph.models import Evidence
+from graph.models import Evidence, side_by_side
 from graph.nodes.plan import template_tasks
 from graph.nodes.research import gather
 from graph.state import State, merge_evidence
 from graph.text.hops import entity_queries
-from graph.text.routing import heuristic_route, side_by_side
+from graph.text.routing import heuristic_route
 
 
 async def first_round(state: State, ctx: Context) -> list[Evidence]:

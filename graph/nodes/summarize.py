@@ -18,15 +18,18 @@ from graph.answer.events import Step, emit
 from graph.answer.ledger import FactsReply, Ledger, order_evidence
 from graph.clients.llm import estimate_tokens
 from graph.context import Context
-from graph.models import Evidence, Fact, Route, Usage
+from graph.models import Evidence, Fact, Route, Usage, spread
 from graph.state import State
 from graph.structured import ask_json
-from graph.text.extractive import select_facts
 from graph.text.hops import listed_things, unfound_things, without
 from graph.text.meaning import meaning_facts
-from graph.text.routing import spread
+from graph.text.selection import select_facts
 
 WINDOW, WINDOWS = 6, 3
+# A question other than a factual one (an overview, a deep dive, a comparison) is broad by nature: a passage answers
+# it holding this share of what a factual question's passage must (MIN_COVERAGE) of its topic words. Lower answers
+# more broad questions from passages that merely touch on them; higher declines more where the passages would serve.
+BROAD_COVERAGE = 0.6
 
 
 def passage_tokens(facts: list[Fact], window: list[Evidence], passage_chars: int) -> int:
@@ -106,8 +109,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         fresh = {e.id for e in new} if loop.round > 1 else None
         new = order_evidence(state["evidence"], route.collections)
         windows, limit = [new], max_facts
-    # explanations and overviews are broad by nature: a looser relevance floor than for a factual question
-    min_coverage = ctx.config.min_coverage * (1.0 if route.query_type == "factual" else 0.6)
+    min_coverage = ctx.config.min_coverage * (1.0 if route.query_type == "factual" else BROAD_COVERAGE)
     # The decline rule of extractive selection (no passage holds enough of the question's topic words, or a name
     # from the question is nowhere) costs microseconds and decides first, with or without a model.
     selected = [extractive_facts(ctx, query, w, limit, min_coverage, route, state["question"]) for w in windows]

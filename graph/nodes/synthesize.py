@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from graph.answer import messages
 from graph.answer.answer_stream import AnswerStream, SentenceCiter, repeating
-from graph.answer.contacts import Allowed, ContactFilter
+from graph.answer.contacts import ContactFilter
 from graph.answer.events import (
     AnswerCut,
     AnswerDelta,
@@ -27,15 +27,15 @@ from graph.answer.events import (
     degrade,
     emit,
 )
+from graph.answer.evidence_policy import allowed_addresses, answer_ledger, named_documents, reads_pair
 from graph.answer.ledger import Ledger, answer_order, cut_at_word, fence_rule, page_label
 from graph.answer.prompts import clauses
+from graph.answer.template import template_answer
 from graph.clients.llm import LLMError, StreamEnd
 from graph.clients.prefetch import Prefetched
-from graph.config import PipelineConfig
 from graph.context import Context
-from graph.glossary import Glossary
 from graph.loop import Loop
-from graph.models import Evidence, Fact, Route, Usage
+from graph.models import Evidence, Fact, Route, Usage, side_by_side
 from graph.nodes.json_answer import cited_entries, write_json
 from graph.state import State
 from graph.structured import fallback
@@ -47,9 +47,8 @@ from graph.text.claims import (
     unsupported_claims,
     withdraw,
 )
-from graph.text.extractive import linked_pair, template_answer
 from graph.text.injection import screen_text, suspected
-from graph.text.routing import side_by_side, spread
+from graph.text.pairs import linked_pair
 
 log = logging.getLogger(__name__)
 
@@ -57,20 +56,9 @@ BRIEF_FACTS = 3  # facts of an extractive answer the user asked to keep brief
 PREVIEW_CHARS = 500  # of a source's text in Open WebUI's source preview
 
 
-def named_documents(state: State, ledger: Ledger) -> list[dict]:
-    """Exploratory answers name documents: the title matches plus the documents the evidence came from."""
-    if state["route"].query_type != "exploratory":
-        return []
-    documents = list(state["documents"])
-    known = {d["doc_id"] for d in documents}
-    for e in ledger:
-        if e.doc_id not in known:
-            known.add(e.doc_id)
-            documents.append({"collection": e.collection, "doc_id": e.doc_id, "title": e.title, "year": e.year})
-    return documents
-
-
-def _documents_block(documents: list[dict], ctx: Context) -> str:
+def _documents_block(state: State, ledger: Ledger, ctx: Context) -> str:
+    """The documents an exploratory answer names (`named_documents`), for the answer prompt."""
+    documents = named_documents(state["route"], state["documents"], ledger)
     if not documents:
         return ""
     # a title from the server's document list is the document author's text too: screened like a passage
@@ -120,61 +108,6 @@ def not_found(unfound: list[str], loop: Loop) -> list[str]:
     return list(dict.fromkeys(unfound + missing))
 
 
-def answer_documents(route: Route, config: PipelineConfig, model: bool, paired: int = 0) -> int:
-    """How many documents the answer may rest on: for a model answering a question about one thing (or
-    comparing named things), those of the best facts up to `focus_documents` (the five of a plain RAG): on
-    HotpotQA the rest were passages sharing a phrase with the question and nothing else, which cost prompt
-    tokens and led a small model astray; with `pair_focus`, only the `paired` documents of the linked pair that
-    explains the question and its partner (`linked_pair`, `leads`): a small model answers from the two right
-    passages (the oracle's prompt) far better than from five that hold them. Overviews, deep dives and
-    comparisons of sources read more, and an offline answer quotes only its few key sentences anyway."""
-    if spread(route) or not model:
-        return config.ledger_limit
-    if paired and config.pair_focus:
-        return paired
-    return min(config.focus_documents, config.ledger_limit)
-
-
-def leads(pair: list[Evidence], facts: list[Fact], evidence: list[Evidence]) -> bool:
-    """Whether a linked pair explains the question: the best key fact comes from one of its documents. Asked
-    for the fundamental safety objective of a standard it names (gold set f16), the best pair linked two other
-    standards while the best fact was the named standard's own sentence: the model must read that one."""
-    by_id = {e.id: e for e in evidence}
-    best = next((by_id[i] for f in facts for i in f.evidence_ids if i in by_id), None)
-    return best is not None and any((best.collection, best.doc_id) == (e.collection, e.doc_id) for e in pair)
-
-
-def answer_ledger(facts: list[Fact], evidence: list[Evidence], route: Route, config: PipelineConfig, model: bool,
-                  question: str = "", glossary: Glossary | None = None) -> tuple[Ledger, dict[str, list[int]]]:
-    """What the answer rests on: the ledger of the documents the facts cite (`answer_documents` of them) and a
-    comparison's sides. For a model, what its one answer prompt reads, and so all it may cite: the ledger cut to
-    the evidence budget (`Ledger.fit`), unless the answer is written side by side (a side reads a few passages);
-    for a question about one thing or named things, with the best linked pair of passages among the evidence
-    and its partner (`linked_pair`) even when no key fact comes from them: a bridge's answer passage may share no
-    word with the question. The evaluation calls this with `model=True` to measure what would reach the prompt."""
-    pair = linked_pair(question, evidence, glossary) if model and question and not spread(route) else []
-    paired = len({(e.collection, e.doc_id) for e in pair}) if leads(pair, facts, evidence) else 0
-    ledger = Ledger.for_answer(facts, evidence, answer_documents(route, config, model, paired), pair)
-    sides = comparison_sides(side_by_side(route), route.collections, ledger, config.prompt_passages)
-    if model and not sides:
-        ledger = ledger.fit(config.evidence_tokens, config.passage_chars)
-    return ledger, sides
-
-
-def prompt_passages(ledger: Ledger, sides: dict[str, list[int]]) -> list[Evidence]:
-    """The entries a model's answer prompt reads: the ledger's, or only the sides' when written side by side."""
-    if not sides:
-        return list(ledger)
-    return [ledger.entries[n - 1] for numbers in sides.values() for n in numbers]
-
-
-def allowed_addresses(ledger: Ledger, evidence: list[Evidence], facts: list[Fact]) -> Allowed:
-    """The addresses an answer may carry: those of the passages the model reads (the ledger's, which `fit` may
-    have cut to the budget) and of the key facts' passages whole (an extractive answer quotes them)."""
-    quoted = {i for f in facts for i in f.evidence_ids}
-    return Allowed([*ledger.entries, *(e for e in evidence if e.id in quoted)])
-
-
 def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
     """One think line, one log line and the metric's event for the passages research found planted sentences in
     (`graph.text.injection.screen` took them out as the passages came in)."""
@@ -187,8 +120,9 @@ def report_withheld(evidence: list[Evidence], ctx: Context) -> None:
 async def synthesize(state: State, runtime: Runtime[Context]) -> dict:
     ctx, route, loop = runtime.context, state["route"], state["loop"]
     report_withheld(state["evidence"], ctx)
-    ledger, sides = answer_ledger(state["facts"], state["evidence"], route, ctx.config, ctx.llm is not None,
-                                  state["question"], ctx.catalog.glossary)
+    model = ctx.llm is not None
+    pair = linked_pair(state["question"], state["evidence"], ctx.catalog.glossary) if reads_pair(route, model) else []
+    ledger, sides = answer_ledger(state["facts"], state["evidence"], route, ctx.config, model, pair)
     gaps = state["gaps"]
     missing = not_found(state["unfound"], loop)
     if ledger and missing:
@@ -228,7 +162,7 @@ async def answer_as_json(state: State, ctx: Context, ledger: Ledger, gaps: list[
     user = ctx.prompts.render(
         "answer_json", language, question=state["question"],
         evidence=evidence_block(ctx, ledger) if ledger else messages.line("no_sources", language),
-        documents=_documents_block(named_documents(state, ledger), ctx), gaps="\n".join(gaps),
+        documents=_documents_block(state, ledger, ctx), gaps="\n".join(gaps),
         facts=ledger.facts_block(state["facts"], ctx.display, messages.line("key_facts", language)),
         schema=json.dumps(ctx.answer.json_schema, ensure_ascii=False), hint=hint,
         instructions=instructions_line(state, language))
@@ -319,21 +253,6 @@ def says_anything(text: str) -> bool:
     return any(c.isalpha() for c in _NOT_SAYING.sub("", text))
 
 
-def comparison_sides(side_by_side: bool, collections: list[str], ledger: Ledger, passages: int
-                     ) -> dict[str, list[int]]:
-    """A comparison's sides: per routed collection with evidence, the `[n]` of its best passages (ledger order
-    is best first per collection), an even share of `passages` (at least 2). Empty unless the question compares
-    collections (`graph.text.routing.side_by_side`) and at least two of them have evidence."""
-    if not side_by_side:
-        return {}
-    numbers = {c: [n for n, e in ledger.numbered() if e.collection == c] for c in collections}
-    numbers = {c: ns for c, ns in numbers.items() if ns}
-    if len(numbers) < 2:
-        return {}
-    share = max(2, passages // len(numbers))
-    return {c: ns[:share] for c, ns in numbers.items()}
-
-
 async def write_sides(state: State, ctx: Context, ledger: Ledger, sides: dict[str, list[int]],
                       answer: AnswerStream) -> Usage:
     """A comparison written side by side: one short streamed call per organisation that sees only its own
@@ -415,85 +334,117 @@ def citer_for(ledger: Ledger, numbers: list[int], ctx: Context) -> SentenceCiter
 async def write_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[str], system: str,
                        answer: AnswerStream, sides: dict[str, list[int]]) -> Usage:
     """The answer: the model's (or, without one, the template's) text, the claim check, gaps, sources."""
-    language, question, route, facts = ctx.language, state["question"], state["route"], state["facts"]
-    usage = Usage()
     if not ledger:  # the service's own text: no model filter has anything to hold back or check in it
-        names = ", ".join(ctx.display(c) for c in route.collections)
-        answer.write(messages.line("nothing", language, names=names), check=False)
-        for gap in gaps:
-            answer.write(f"\n\n{gap}", check=False)
-        emit(Finished(messages.line("finished_none", language)))
-        return usage
-
-    emit(Step(messages.line("writing", language, n=len(ledger))))
-    banner = messages.line("offline_banner", language)
+        write_nothing(ctx, state["route"], gaps, answer)
+        return Usage()
+    emit(Step(messages.line("writing", ctx.language, n=len(ledger))))
+    usage, banner = Usage(), messages.line("offline_banner", ctx.language)
     if ctx.llm is not None:
-        try:
-            if sides:
-                usage = await write_sides(state, ctx, ledger, sides, answer)
-            else:
-                instructions = instructions_line(state, language)
-                user = ctx.prompts.render(
-                    "synthesize",
-                    language,
-                    question=question,
-                    facts=ledger.facts_block(facts, ctx.display, messages.line("key_facts", language)),
-                    evidence=evidence_block(ctx, ledger),
-                    gaps="\n".join(gaps),
-                    documents=_documents_block(named_documents(state, ledger), ctx),
-                    instructions=instructions,
-                )
-                usage = await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens,
-                                          echo=prompt_lines(ctx, "synthesize", question, instructions=instructions))
-            answer.close()
-            banner = ""
-            if not answer.answered:  # the model only repeated its prompt (EchoGate), wrote its own list or nothing
-                reply = "".join(answer.raw)
-                log.debug("synthesize: nothing of the model's reply was kept (%s, %d characters): %r",
-                          answer.unanswered, len(reply), reply)
-                fallback(ctx, "synthesize", "invalid", ValueError(f"no answer text ({answer.unanswered})"),
-                         messages.line(f"llm_no_answer_{answer.unanswered}", language))
-                banner = messages.line("no_answer_banner", language)
-        except LLMError as exc:
-            answer.settle()  # what the model wrote before the failure, through the filters
-            if answer.parts:
-                degrade("llm")
-                answer.close()
-                answer.write(messages.line("interrupted", language), check=False)
-                banner = ""
-            else:
-                fallback(ctx, "synthesize", "unavailable", exc,
-                         messages.line("llm_fallback", language, error=type(exc).__name__))
-                banner = messages.line("fallback_banner", language, error="upstream")
+        usage, banner = await write_model_answer(state, ctx, ledger, gaps, system, answer, sides)
     if banner:
         if ledger.summaries():
-            banner += "\n" + messages.line("summaries_note", language)
+            banner += "\n" + messages.line("summaries_note", ctx.language)
         # an extractive answer honours a request for a brief answer with its best facts only
-        shown = (answer_order(facts, ledger.collection_of())[:BRIEF_FACTS] if state["instructions"].brief
-                 else facts)
-        answer.write(template_answer(shown, ledger, language, ctx.display, banner, named_documents(state, ledger)))
+        facts = state["facts"]
+        shown = answer_order(facts, ledger.collection_of())[:BRIEF_FACTS] if state["instructions"].brief else facts
+        answer.write(write_template(state, ctx, ledger, shown, banner))
     answer.close()
-    high_stakes = ctx.catalog.high_stakes(route.collections) or high_stakes_question(question)
-    if not banner and check_claims(ctx.config.claim_check, high_stakes):
-        claims = unsupported_claims(answer.text, ledger.shown(answer.filter.cited), language, ctx.display)
-        if claims:  # withdrawn: a stream gets the correction after the answer, a whole answer leaves them out
-            emit(Step(messages.line("claims_flagged", language, n=len(claims))))
-            quoted = " ".join(f"~~{c.strip()}~~" for c in claims)
-            answer.withdrawn = claims
-            answer.finish()  # the answer text held for the timer goes out before the correction
-            emit(Unsupported(tuple(claims), "\n\n" + messages.line("withdrawn", language, claims=quoted)))
-            if not says_anything(withdraw(answer.text, claims)):  # nothing the reader keeps: the facts instead
-                fallback(ctx, "synthesize", "invalid", ValueError("no supported sentence"),
-                         messages.line("llm_unsupported", language))
-                answer.write("\n\n", check=False)
-                answer.write(template_answer(facts, ledger, language, ctx.display,
-                                             messages.line("unsupported_banner", language), named_documents(state, ledger)))
-                answer.close()
+    if not banner:
+        check_support(state, ctx, ledger, answer)
     for gap in gaps:
         answer.write(f"\n\n{gap}", check=False)
     if not answer.filter.cited:  # an answer that cites nothing lists every source it was written from
         for n, e in ledger.numbered():
             emit(source_found(n, e))
-    answer.write(f"\n\n{ledger.sources(answer.filter.cited, language, ctx.display)}", check=False)
-    emit(Finished(messages.line("finished", language, n=len(ledger.shown(answer.filter.cited)))))
+    answer.write(f"\n\n{ledger.sources(answer.filter.cited, ctx.language, ctx.display)}", check=False)
+    emit(Finished(messages.line("finished", ctx.language, n=len(ledger.shown(answer.filter.cited)))))
     return usage
+
+
+def write_nothing(ctx: Context, route: Route, gaps: list[str], answer: AnswerStream) -> None:
+    """The answer when no passage holds the question: which collections were searched, and the gaps."""
+    names = ", ".join(ctx.display(c) for c in route.collections)
+    answer.write(messages.line("nothing", ctx.language, names=names), check=False)
+    for gap in gaps:
+        answer.write(f"\n\n{gap}", check=False)
+    emit(Finished(messages.line("finished_none", ctx.language)))
+
+
+def write_template(state: State, ctx: Context, ledger: Ledger, facts: list[Fact], banner: str) -> str:
+    """The template answer (`template_answer`) of `facts` under `banner`, naming an exploratory answer's documents."""
+    documents = named_documents(state["route"], state["documents"], ledger)
+    return template_answer(facts, ledger, ctx.language, ctx.display, banner, documents)
+
+
+async def write_model_answer(state: State, ctx: Context, ledger: Ledger, gaps: list[str], system: str,
+                             answer: AnswerStream, sides: dict[str, list[int]]) -> tuple[Usage, str]:
+    """A model's answer, side by side or in one call, and the banner of the template answer that must follow it
+    ("" when the model's answer stands): the model only repeated its prompt (`EchoGate`), wrote its own list or
+    nothing, or failed before its first words. A failure after them ends the answer where it stopped."""
+    language = ctx.language
+    try:
+        if sides:
+            usage = await write_sides(state, ctx, ledger, sides, answer)
+        else:
+            usage = await write_one(state, ctx, ledger, gaps, system, answer)
+        answer.close()
+    except LLMError as exc:
+        answer.settle()  # what the model wrote before the failure, through the filters
+        if answer.parts:
+            degrade("llm")
+            answer.close()
+            answer.write(messages.line("interrupted", language), check=False)
+            return Usage(), ""
+        fallback(ctx, "synthesize", "unavailable", exc, messages.line("llm_fallback", language, error=type(exc).__name__))
+        return Usage(), messages.line("fallback_banner", language, error="upstream")
+    if answer.answered:
+        return usage, ""
+    reply = "".join(answer.raw)
+    log.debug("synthesize: nothing of the model's reply was kept (%s, %d characters): %r",
+              answer.unanswered, len(reply), reply)
+    fallback(ctx, "synthesize", "invalid", ValueError(f"no answer text ({answer.unanswered})"),
+             messages.line(f"llm_no_answer_{answer.unanswered}", language))
+    return usage, messages.line("no_answer_banner", language)
+
+
+async def write_one(state: State, ctx: Context, ledger: Ledger, gaps: list[str], system: str,
+                    answer: AnswerStream) -> Usage:
+    """The answer in one streamed model call that reads the whole ledger."""
+    language, question = ctx.language, state["question"]
+    instructions = instructions_line(state, language)
+    user = ctx.prompts.render(
+        "synthesize",
+        language,
+        question=question,
+        facts=ledger.facts_block(state["facts"], ctx.display, messages.line("key_facts", language)),
+        evidence=evidence_block(ctx, ledger),
+        gaps="\n".join(gaps),
+        documents=_documents_block(state, ledger, ctx),
+        instructions=instructions,
+    )
+    return await stream_into(answer, ctx, system, user, ctx.config.answer_max_tokens,
+                             echo=prompt_lines(ctx, "synthesize", question, instructions=instructions))
+
+
+def check_support(state: State, ctx: Context, ledger: Ledger, answer: AnswerStream) -> None:
+    """The support check of a model's answer (`check_claims`): its unsupported claims are withdrawn, and when
+    nothing the reader keeps is left, the key facts follow as the template answer."""
+    language, route = ctx.language, state["route"]
+    high_stakes = ctx.catalog.high_stakes(route.collections) or high_stakes_question(state["question"])
+    if not check_claims(ctx.config.claim_check, high_stakes):
+        return
+    claims = unsupported_claims(answer.text, ledger.shown(answer.filter.cited), language, ctx.display)
+    if not claims:
+        return
+    # withdrawn: a stream gets the correction after the answer, a whole answer leaves them out
+    emit(Step(messages.line("claims_flagged", language, n=len(claims))))
+    quoted = " ".join(f"~~{c.strip()}~~" for c in claims)
+    answer.withdrawn = claims
+    answer.finish()  # the answer text held for the timer goes out before the correction
+    emit(Unsupported(tuple(claims), "\n\n" + messages.line("withdrawn", language, claims=quoted)))
+    if not says_anything(withdraw(answer.text, claims)):  # nothing the reader keeps: the facts instead
+        fallback(ctx, "synthesize", "invalid", ValueError("no supported sentence"),
+                 messages.line("llm_unsupported", language))
+        answer.write("\n\n", check=False)
+        answer.write(write_template(state, ctx, ledger, state["facts"], messages.line("unsupported_banner", language)))
+        answer.close()

@@ -18,7 +18,7 @@ from typing import Protocol, TypeVar
 
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
-from graph.text.extractive import names_title, query_terms, stems_of, title_core, unqualified, weighted_coverage
+from graph.text.relevance import names_title, query_terms, stems_of, title_core, unqualified, weighted_coverage
 from textkit import STOPWORDS
 from textkit.sentences import BOUNDARY as SENTENCE_BOUNDARY
 

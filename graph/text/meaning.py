@@ -1,6 +1,6 @@
 """Facts from sentences found by meaning in another language than the question, where its words cannot judge them.
 
-Extractive selection (`extractive.select_facts`) reads words: a Dutch question over an English review plan shares
+Extractive selection (`selection.select_facts`) reads words: a Dutch question over an English review plan shares
 only its names and numbers with the passage that answers it, so every passage looks off-topic and the question is
 declined. A document server that embeds sentences names, per passage it returns, the sentences whose cosine to the
 question reaches a threshold measured for its embedding model (`Evidence.matching_sentences`; the reference server:
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact, Language, holds_sentence
-from graph.text.extractive import entity_words, name_stems, stems_of
 from graph.text.language import detect_language
+from graph.text.relevance import entity_words, name_stems, stems_of
 
 __all__ = ["meaning_facts"]
 
@@ -28,7 +28,7 @@ def meaning_facts(question: str, evidence: list[Evidence], language: Language, l
     """The sentences that match `question` by meaning in passages of `evidence` in another language than
     `language`, most similar first (ties: evidence order), at most `per_source` per passage and `limit` in all;
     none when a name or number of the question occurs in no passage of `evidence`."""
-    if not evidence or limit <= 0:
+    if limit <= 0 or not any(e.matching_sentences for e in evidence):
         return []
     found = frozenset().union(*(stems_of(e.text, glossary) for e in evidence))
     if any(not name_stems(word) & found for word in entity_words(question)):

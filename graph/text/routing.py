@@ -225,20 +225,6 @@ def restricted_to(question: str, collections: list[Collection], named: list[str]
         for s in {c.name.lower(), c.display_name.lower()})]
 
 
-def side_by_side(route: Route) -> bool:
-    """Whether a comparison's sides are collections: the question names two or more of them by name. Those are
-    researched by one sub-agent per side and answered side by side. A comparison of other things (two
-    people, two plants, two magazines: "Which is older, A or B?") is researched as one question about several
-    names, over every collection: collections are where documents live, not what is being compared."""
-    return route.query_type == "comparative" and len(route.preferred) >= 2
-
-
-def spread(route: Route) -> bool:
-    """Whether an answer spreads over its sources (overviews, deep dives, comparisons of sources: every consulted
-    source represented) rather than focusing on the few passages that answer one thing."""
-    return route.query_type in ("exploratory", "deep_dive") or side_by_side(route)
-
-
 def search_scope(kind: QueryType, named: list[str], restricted: list[str], everything: list[str]) -> list[str]:
     """Which collections research searches, named ones first. Every collection, in parallel (a search costs
     milliseconds), and the evidence decides which ones the answer draws on; a named collection only goes first
