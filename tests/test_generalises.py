@@ -32,6 +32,7 @@ from graph.text.hops import bridge_queries, link_candidates, link_queries, names
 from graph.text.language import detect_language
 from graph.text.routing import focus_terms
 from graph.text.selection import select_facts
+from graph.tuning import tuned, tuning
 
 CATALOG = load_catalog(ROOT / "graph" / "collections.json")  # the bundled catalog: languages and glossary
 
@@ -523,7 +524,7 @@ def test_a_bridge_from_the_document_the_question_names_ranks_first(
 ) -> None:
     """The first hop is the document the question names; the pair it forms with the document its passage names
     ranks above a linked pair of passages that hold more of the question's rarer words (which is what ranks first
-    without `FROM_NAMED_WEIGHT`)."""
+    without `tuning.from_named_weight`)."""
     query = relevance.query_terms(question)
     stems = [relevance.stems_of(e.text) for e in ledger]
 
@@ -532,8 +533,9 @@ def test_a_bridge_from_the_document_the_question_names_ranks_first(
         return {ledger[i].doc_id, ledger[j].doc_id}
 
     assert best() == bridge
-    monkeypatch.setattr(pairs, "FROM_NAMED_WEIGHT", 0.0)
-    assert best() == other
+    with tuned(from_named_weight=0.0):
+        assert best() == other
+
 
 def _every_pair(query, stems, ledger, question):
     """`ranked_pairs` as it read the ledger before `_partners`: `_linked` asked of every pair."""
@@ -543,7 +545,7 @@ def _every_pair(query, stems, ledger, question):
     order = sorted(range(len(stems)), key=lambda i: -sum(weight[k] for k in hits[i]))
     sides = [pairs._side(e, question) for e in ledger]
     scored = []
-    for i in order[:pairs.PAIR_FIRST]:
+    for i in order[:tuning().pair_first]:
         for j in order:
             if hits[i] and j != i and sides[i].doc != sides[j].doc and (link := pairs._linked(sides[i], sides[j])):
                 union = hits[i] | hits[j]

@@ -24,12 +24,9 @@ from graph.structured import ask_json
 from graph.text.hops import listed_things, unfound_things, without
 from graph.text.meaning import meaning_facts
 from graph.text.selection import select_facts
+from graph.tuning import tuning
 
 WINDOW, WINDOWS = 6, 3
-# A question other than a factual one (an overview, a deep dive, a comparison) is broad by nature: a passage answers
-# it holding this share of what a factual question's passage must (MIN_COVERAGE) of its topic words. Lower answers
-# more broad questions from passages that merely touch on them; higher declines more where the passages would serve.
-BROAD_COVERAGE = 0.6
 
 
 def passage_tokens(facts: list[Fact], window: list[Evidence], passage_chars: int) -> int:
@@ -109,7 +106,7 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         fresh = {e.id for e in new} if loop.round > 1 else None
         new = order_evidence(state["evidence"], route.collections)
         windows, limit = [new], max_facts
-    min_coverage = ctx.config.min_coverage * (1.0 if route.query_type == "factual" else BROAD_COVERAGE)
+    min_coverage = ctx.config.min_coverage * (1.0 if route.query_type == "factual" else tuning().broad_coverage)
     # The decline rule of extractive selection (no passage holds enough of the question's topic words, or a name
     # from the question is nowhere) costs microseconds and decides first, with or without a model.
     selected = [extractive_facts(ctx, query, w, limit, min_coverage, route, state["question"]) for w in windows]

@@ -6,8 +6,8 @@ goes through an intermediate entity ("the band that recorded album X was formed 
 hop: the first hop finds the passage about X, which names the band; the band's name plus the words of the
 question that passage does not cover is the next query; the names first-hop passages give are also looked up as
 document titles (`link_candidates`, `titled`: the judge asks `list_documents`). Pure functions over text; the loop
-decides when to use them (`graph/loop.py`). Written by hand: the names come from capitalisation and quotes, which no library here
-extracts for both Dutch and English without a model.
+decides when to use them (`graph/loop.py`). Written by hand: the names come from capitalisation and quotes, which
+no library here extracts for both Dutch and English without a model.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Protocol, TypeVar
 from graph.glossary import Glossary
 from graph.models import Evidence, Fact
 from graph.text.relevance import names_title, query_terms, stems_of, title_core, unqualified, weighted_coverage
+from graph.tuning import tuning
 from textkit import STOPWORDS
 from textkit.sentences import BOUNDARY as SENTENCE_BOUNDARY
 
@@ -34,7 +35,6 @@ _LEADING = set(
     "the a an and or both wat welke welk wie waar wanneer waarom hoe is zijn was waren heeft hebben kan mag moet "
     "de het een en of in op bij van volgens".split()
 )
-MAX_BRIDGES = 3
 
 
 def _clean(span: str) -> str:
@@ -65,7 +65,7 @@ def entity_queries(question: str, focus: str, exclude: set[str]) -> list[str]:
     """Each named thing of a question about two or more, searched on its own (nothing for a question about one
     name or none: its focus query is already about it)."""
     found = [n for n in names(question, exclude) if n.lower() != focus.lower()]
-    return found[:MAX_BRIDGES] if len(found) >= 2 else []
+    return found[:tuning().max_bridges] if len(found) >= 2 else []
 
 
 # Two named things a question lists side by side: "A or B", "A and B", "A, B", "A vs. B", "A en B", "A of B"
@@ -158,13 +158,12 @@ def bridge_queries(question: str, focus: str, evidence: list[Evidence], exclude:
                 continue
             queries.append(f"{name} {' '.join(missing)}")
             asked.add(name.lower())
-            if len(queries) >= MAX_BRIDGES:
+            if len(queries) >= tuning().max_bridges:
                 return queries
     return queries
 
 
 MAX_CANDIDATES = 16  # names checked against the document titles (`list_documents`), one call each (see judge)
-MAX_LINKS = 4  # tuning half (HotpotQA): 2, 4, 6 lookups: both gold gathered 0.912, 0.932, 0.942; 0.35, 0.42, 0.56 s each
 
 
 def title_like(name: str, text: str) -> bool:
@@ -208,8 +207,9 @@ def _best_passages(focus: str, evidence: list[Evidence]) -> list[int]:
 
 def link_queries(question: str, focus: str, evidence: list[Evidence], exclude: set[str]) -> list[str]:
     """Title lookups for the bridge, searched on every collection: the names the passages covering the question best
-    mention that no gathered document is about (a document about a name ranks first for it); at most `MAX_LINKS`."""
-    return _unfollowed_names(question, evidence, exclude, _best_passages(focus, evidence), MAX_LINKS)
+    mention that no gathered document is about (a document about a name ranks first for it); at most
+    `tuning.max_links`."""
+    return _unfollowed_names(question, evidence, exclude, _best_passages(focus, evidence), tuning().max_links)
 
 
 def link_candidates(question: str, focus: str, evidence: list[Evidence], exclude: set[str],
@@ -233,15 +233,15 @@ class Titled(Protocol):
 T = TypeVar("T", bound=Titled)
 
 
-def titled(candidates: list[str], refs: Sequence[T], limit: int = MAX_LINKS) -> list[tuple[str, T]]:
-    """The candidates that are the title of a listed document (`list_documents`' answer to them; compared without
-    the title's qualifier and case: "Styx" titles "Styx (band)", and "Smyrna" "Smyrna, Georgia"), with that document,
-    in candidate order; at most `limit` (tuning half of HotpotQA, the comma's qualifier: gold articles cited 0.927 ->
-    0.928)."""
+def titled(candidates: list[str], refs: Sequence[T], limit: int | None = None) -> list[tuple[str, T]]:
+    """The candidates that are the title of a listed document (`list_documents`' answer to them; compared without the
+    title's qualifier and case: "Styx" titles "Styx (band)", and "Smyrna" "Smyrna, Georgia"), with that document, in
+    candidate order; at most `limit` (default `tuning.max_links`; tuning half of HotpotQA, the comma's qualifier: gold
+    articles cited 0.927 -> 0.928)."""
     by_title: dict[str, T] = {}
     for ref in refs:
         by_title.setdefault(title_core(ref.title), ref)
     for ref in refs:  # then by the part before a comma: "Smyrna" titles "Smyrna, Georgia" (not before a full title)
         by_title.setdefault(title_core(ref.title).split(", ")[0], ref)
     out = [(name, by_title[name.lower()]) for name in candidates if name.lower() in by_title]
-    return out[:limit]
+    return out[:tuning().max_links if limit is None else limit]

@@ -13,23 +13,8 @@ from typing import NamedTuple
 from graph.glossary import Glossary
 from graph.models import Evidence
 from graph.text.relevance import idf_weights, names_title, query_terms, stems_of, title_core
+from graph.tuning import tuning
 from textkit import analyze
-
-# share of a document title's words a passage must hold to count as naming it: half, so a surname names a person
-# ("Musschenbroek", "Pieter van Musschenbroek"); tuning half of HotpotQA, gold articles cited 0.913 -> 0.919
-# (0.34 the same), the Dutch gold set unchanged
-LINK_MIN = 0.5
-LINK_WEIGHT = 0.25  # what a link adds to a pair's coverage in `best_pair`
-NAMED_WEIGHT = 0.25  # tuning half, pair right: 0.25 0.765 > 0.5 0.761 > 0 0.757 > 1 0.745 (names written as names)
-# a bridge from the document the question names ("the composer of Chaconne in F minor": its passage names Johann
-# Pachelbel) beats a pair of passages that hold more of the question's words; tuning half, gold articles cited
-# 0.919 -> 0.923 (0.25: 0.922; with names ending at a sentence's end 0.925, 0.75 the same with fewer documents of
-# both in the prompt, 0.826 vs 0.842), the Dutch gold set unchanged
-FROM_NAMED_WEIGHT = 0.5
-PAIR_FIRST = 24  # a pair's first passage is one of the passages covering most of the question
-PARTNER_MARGIN = 0.3  # tuning half, both gold in a prompt / documents in it: 0.1 0.804/2.38, 0.2 0.806/2.55, 0.3 0.810/2.67, any 0.810/2.91
-LINK_POWER = 3  # tuning half: a partial link counts as its strength cubed (pair right 0.711 -> 0.725; squared 0.719)
-# (again with LINK_MIN 0.5 and FROM_NAMED_WEIGHT, gold articles cited: cubed 0.925, squared 0.924, as is 0.921)
 
 Ranked = tuple[float, float, tuple[int, int]]  # a pair's score, the share of topic words it holds, its two indexes
 
@@ -92,7 +77,7 @@ def _link(a: Evidence, b: Evidence, question: str) -> float:
 def _linked(a: _Side, b: _Side) -> float:
     """How strongly two passages belong together: each is about a different thing the question names (a
     comparison: 1.0), or one names the document of the other (a bridge: `_names_share`, either way, counted
-    from `LINK_MIN`); 0 otherwise."""
+    from `tuning.link_min`); 0 otherwise."""
     if a.doc == b.doc:
         return 0.0
     if a.core in b.core or b.core in a.core:  # "Fall River" and "Fall River (Idaho)": one name, not a bridge
@@ -103,12 +88,12 @@ def _linked(a: _Side, b: _Side) -> float:
     # reading of "names" beats the title held in any case, 0.745 to 0.739)
     strength = max(_names_share(a.text, b.title) if not b.named else 0.0,
                    _names_share(b.text, a.title) if not a.named else 0.0)
-    return strength if strength >= LINK_MIN else 0.0
+    return strength if strength >= tuning().link_min else 0.0
 
 
 def _partners(sides: list[_Side]) -> list[set[int]]:
     """For each passage, the passages `_linked` may link it to (a superset): both naming things the question names,
-    or one holding `LINK_MIN` of the other's title. Read per title rather than per pair: a ledger has a few dozen
+    or one holding `tuning.link_min` of the other's title. Read per title rather than per pair: a ledger has a few dozen
     passages from a dozen documents, and `ranked_pairs` would otherwise test every pair it meets (twice a request)."""
     by_title: dict[str, list[int]] = {}
     for k, side in enumerate(sides):
@@ -117,7 +102,7 @@ def _partners(sides: list[_Side]) -> list[set[int]]:
     partners = [set(named) if side.named else set() for side in sides]
     for title, titled in by_title.items():
         for k, side in enumerate(sides):
-            if _names_share(side.text, title) >= LINK_MIN:  # k names the document of every passage in `titled`
+            if _names_share(side.text, title) >= tuning().link_min:  # k names the document of every passage in `titled`
                 partners[k].update(titled)
                 for t in titled:
                     partners[t].add(k)
@@ -143,19 +128,21 @@ def _pair_index(question: str, passages: Passages) -> tuple[list[_Side], list[se
 
 def pair_score(share: float, link: float, named: int) -> float:
     """The score of two linked passages: `share`, the IDF-weighted share of the question's topic words they hold
-    together, plus `LINK_WEIGHT` times their `link` (a partial link, three of the four words of "Nevada Union High
-    School" in a passage on another school in Nevada, is weak evidence of a bridge: it counts as its strength to
-    the `LINK_POWER`, far less than a title named in full), and more when the question names one of the two
-    documents (`named`: a bridge from the thing it names, `FROM_NAMED_WEIGHT`) or both (two things compared,
-    `NAMED_WEIGHT`)."""
-    return share + LINK_WEIGHT * (link ** LINK_POWER + NAMED_WEIGHT * (named == 2) + FROM_NAMED_WEIGHT * (named == 1))
+    together, plus `tuning.link_weight` times their `link` (a partial link, three of the four words of "Nevada Union
+    High School" in a passage on another school in Nevada, is weak evidence of a bridge: it counts as its strength to
+    the `tuning.link_power`, far less than a title named in full), and more when the question names one of the two
+    documents (`named`: a bridge from the thing it names, `tuning.from_named_weight`) or both (two things compared,
+    `tuning.named_weight`)."""
+    t = tuning()
+    bonus = link ** t.link_power + t.named_weight * (named == 2) + t.from_named_weight * (named == 1)
+    return share + t.link_weight * bonus
 
 
 def ranked_pairs(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: list[Evidence], question: str
                  ) -> list[Ranked]:
     """Every two linked passages (`_link`), best first by `pair_score`: a bridge question's words are spread over
     the passage that names the bridge and the one about it, which may share few words with the question. The
-    first passage is one of the `PAIR_FIRST` covering most, the second any. Each pair as (its score, the share of
+    first passage is one of the `tuning.pair_first` covering most, the second any. Each pair as (its score, the share of
     topic words it holds unweighted, as the decline rule reads coverage, the two indexes)."""
     return _ranked(query, stems, _passages(ledger), question)
 
@@ -168,7 +155,7 @@ def _ranked(query: list[frozenset[str]], stems: list[frozenset[str]], passages: 
     order = sorted(range(len(stems)), key=lambda i: -sum(weight[k] for k in hits[i]))
     scored: list[Ranked] = []
     sides, partners = _pair_index(question, passages)
-    for i in order[:PAIR_FIRST]:
+    for i in order[:tuning().pair_first]:
         if not hits[i]:
             continue
         for j in order:
@@ -193,13 +180,12 @@ def best_pair(query: list[frozenset[str]], stems: list[frozenset[str]], ledger: 
 
 
 def linked_pair(question: str, evidence: list[Evidence], glossary: Glossary | None = None) -> list[Evidence]:
-    """The two passages of the best linked pair over all the evidence (`ranked_pairs`: a bridge, one naming the
-    other's document; or the documents of two things the question names), then the partner the next pairs give
-    either of them when the best pair is not clearly best: the other passage of the best next pair that shares one
-    of their documents, adds one and scores within `PARTNER_MARGIN` of the best. When the best pair is right in one
-    half only, the prompt still holds the other (tuning half of HotpotQA: both gold articles in a model's prompt
-    0.76 -> 0.81, as with a partner for every pair, but with 0.24 fewer documents per prompt). [] when no two
-    passages are linked."""
+    """The two passages of the best linked pair over all the evidence (`ranked_pairs`: a bridge, one naming the other's
+    document; or the documents of two things the question names), then the partner the next pairs give either of them
+    when the best pair is not clearly best: the other passage of the best next pair that shares one of their documents,
+    adds one and scores within `tuning.partner_margin` of the best. When the best pair is right in one half only, the
+    prompt still holds the other (tuning half of HotpotQA: both gold articles in a model's prompt 0.76 -> 0.81, as with
+    a partner for every pair, but with 0.24 fewer documents per prompt). [] when no two passages are linked."""
     return partnered(asked_pairs(question, evidence, glossary), evidence)
 
 
@@ -225,7 +211,7 @@ def partnered(ranked: list[Ranked], evidence: list[Evidence]) -> list[Evidence]:
         return []
     best, _, (i, j) = ranked[0]
     documents = {evidence[i].doc_id, evidence[j].doc_id}
-    partner = next((k for score, _, pair in ranked[1:] if best - score <= PARTNER_MARGIN for k in pair
+    partner = next((k for score, _, pair in ranked[1:] if best - score <= tuning().partner_margin for k in pair
                     if evidence[k].doc_id not in documents and {evidence[m].doc_id for m in pair} & documents), None)
     return [evidence[i], evidence[j]] + ([] if partner is None else [evidence[partner]])
 
@@ -235,7 +221,7 @@ def anchored(ranked: list[Ranked], evidence: list[Evidence], cited: Collection[H
     """The best of the `ranked` pairs (`ranked_pairs`) one of whose documents an answer cites (`cited`), [] when
     none: where the best pair of all is another reading of the question, the pair through what the answer says
     holds the document its bridge leads to (tuning half of HotpotQA, with `named_passages` and 3
-    `ANSWER_DOCUMENTS`: gold articles cited 0.906 -> 0.909, documents cited 3.57 -> 3.63, replayed on the run's
+    `tuning.answer_documents`: gold articles cited 0.906 -> 0.909, documents cited 3.57 -> 3.63, replayed on the run's
     final evidence). `document`: passage id -> its document."""
     cited = set(cited)
     return next(([evidence[i], evidence[j]] for _, _, (i, j) in ranked

@@ -28,49 +28,18 @@ from graph.text.relevance import (
     typos,
     weighted_coverage,
 )
+from graph.tuning import tuning
 from textkit.articles import ARTICLE_REF
 from textkit.sentences import passage_sentences as sentences
 
-# A collection contributes to an answer when its best passage covers at least this share of what the best passage
-# of all covers (IDF-weighted); a collection the question names needs less (its raised prior).
-KEEP_RATIO, PRIOR_RATIO = 0.8, 0.6
-# A focused answer (one thing, or named things: not `spread`) is about passages, not sources: a collection counts from
-# this share. Tuning half of HotpotQA, offline, with `selectable`'s named documents, gold articles cited / documents
-# cited: KEEP_RATIO 0.896/3.90, 0.7 0.901/3.96, 0.6 0.904/4.08 (0.886/3.86 before both), 0 0.903/4.19 (replayed on
-# the run's final evidence); the Dutch gold set's test half unchanged but key facts 0.861 -> 0.875.
-FOCUS_RATIO = 0.6
-FOCUS_WORDS = 3  # tuning halves: without a cap, long HotpotQA questions were declined (answer present 95 -> 90 of 247)
-PAIR_COVERAGE = 0.6  # tuning halves: on the clean HotpotQA file 0.6 answers more bridge questions than 0.75 (both gold
-# in the prompt +0.03), 0.5 no more; the Dutch gold set's unanswerable questions stay declined (the pair needs a link)
-PRIOR_BONUS = 0.5  # added to the score of a named collection's sentences
-TITLE_BONUS = 1.0  # added to the sentences of a document whose title the question names
-ARTICLE_BONUS = 5.0  # the article a question names ("artikel 15aa"): its own sentences come first, whatever words they use
-# Of a collection that `counts`, a passage's sentences compete from this share of what the best passage covers
-# (IDF-weighted): lower lets passages that hold a word or two of the question crowd the answer, higher leaves out a
-# second passage of the same source that holds the rest of it.
-SELECTABLE_SHARE = 0.5
-# The article a question names, as a summary of it rather than its official text, gets this share of
-# `ARTICLE_BONUS`: still ahead of passages that do not name it, behind the text itself.
-SUMMARY_ARTICLE_SHARE = 0.5
-# A sentence in another language than the question's scores this share: the answer reads in the user's language
-# first, while a sentence in the other language that alone holds the fact still wins (1: no preference; lower:
-# the other language's facts only where the question's language has none).
-OTHER_LANGUAGE_FACTOR = 0.7
-# What the document server's own relevance score (0..1) adds to a sentence's score: it breaks ties between sentences
-# holding the same topic words in favour of the better-ranked passage, without outweighing a rare topic word.
-RELEVANCE_WEIGHT = 0.5
-# A question asking for a name ("who", "which"): a sentence holding a capitalised word the question does not gets
-# this share of `ANSWER_BONUS` (a number the question asks for, all of it): a capitalised word is weaker evidence of
-# the answer than a number, and a full bonus would let any sentence naming something outrank the one that answers.
-NAME_ANSWER_SHARE = 0.5
-
 
 def counts(best: float, top: float, named: bool, spread: bool) -> bool:
-    """Whether a collection contributes to an answer: its best passage covers (IDF-weighted) at least `KEEP_RATIO`
-    of what the best passage of all covers, `PRIOR_RATIO` for a collection the question names, `FOCUS_RATIO` for a
-    focused answer (not `spread`: the collections of HotpotQA's pooled articles are shards of one encyclopedia, and
-    a document that answers need not share a collection with the one that covers most)."""
-    return best >= (PRIOR_RATIO if named else KEEP_RATIO if spread else FOCUS_RATIO) * top
+    """Whether a collection contributes to an answer: its best passage covers (IDF-weighted) at least
+    `tuning.keep_ratio` of what the best passage of all covers, `tuning.prior_ratio` for a collection the question
+    names, `tuning.focus_ratio` for a focused answer (not `spread`: the collections of HotpotQA's pooled articles are
+    shards of one encyclopedia, and a document that answers need not share a collection with the one that covers
+    most)."""
+    return best >= (tuning().prior_ratio if named else tuning().keep_ratio if spread else tuning().focus_ratio) * top
 
 
 def selectable(counted: bool, share: float, linked: bool, named: bool) -> bool:
@@ -80,7 +49,7 @@ def selectable(counted: bool, share: float, linked: bool, named: bool) -> bool:
     its sentences speak about what is asked ("In Person is a 1935 film starring …": the film's own passage, in a
     collection whose best passage covers less than another's, was left out; tuning half of HotpotQA, gold articles
     cited 0.885 -> 0.896, documents cited 3.85 -> 3.90, replayed on the run's final evidence)."""
-    return (counted and share >= SELECTABLE_SHARE) or linked or named
+    return (counted and share >= tuning().selectable_share) or linked or named
 
 
 def article_bonus(evidence: Evidence, article: str) -> float:
@@ -89,21 +58,14 @@ def article_bonus(evidence: Evidence, article: str) -> float:
     named = [m.group(1).lower() for text in (evidence.section, evidence.title) if (m := ARTICLE_REF.search(text))]
     if article not in named:
         return 0.0
-    return ARTICLE_BONUS * SUMMARY_ARTICLE_SHARE if evidence.summary else ARTICLE_BONUS
+    return tuning().article_bonus * tuning().summary_article_share if evidence.summary else tuning().article_bonus
+
 
 # A question asking for a number, date or name: sentences holding one that the question does not hold rank up
 _ASKS_NUMBER = re.compile(r"\b(hoeveel|how many|how much|wanneer|when|welk jaar|which year|what year|sinds|since|"
                           r"hoe lang|how long|hoe oud|how old|binnen welke|termijn|date|datum)\b", re.IGNORECASE)
 _ASKS_NAME = re.compile(r"\b(wie|who|whom|whose|waar|where|welke|which|what|wat)\b", re.IGNORECASE)
 ANSWER_BONUS, COVER_BONUS, MIN_SHARE = 1.0, 0.5, 0.3  # tuning halves: the cover bonus barely matters, 0.3 > 0.5
-# The documents the covering sentences of a focused answer come from (`admits`), before the linked pair completes it
-# (`completing`). Tuning half of HotpotQA, offline, gold articles cited / documents cited: 0.865/4.41 with neither;
-# with both, 0.886/3.86 (answer present, unasked 0.700 -> 0.749); replayed on its final evidence, limit 5
-# 0.890/4.31, 4 0.887/3.86, 3 0.886/3.34 (and a Dutch gold question lost a key fact). Before, the documents past the
-# 4th held 0.016 of the gold articles and 1.1 of the 4.4 documents cited. With `counts`, `selectable`, `anchored`
-# and `named_passages` closing the answer: 4 0.911/4.25, 3 0.909/3.63 (the run: 0.909/3.65, answer present unasked
-# 0.744; the Dutch gold set's test half unchanged, one key fact of its tuning half lost, c07).
-ANSWER_DOCUMENTS = 3
 
 Scored = tuple[float, int, int, str, str]  # a sentence's score, -(its passage's index), -(its index), it, evidence id
 
@@ -135,23 +97,23 @@ def select_facts(
 ) -> list[Fact]:
     """Key sentences for the question from the passages that cover it.
 
-    Declining comes first and is decided per passage: when no passage contains at least `min_coverage` of the
-    question's topic words (for a question naming two things, or reaching its subject through a description
-    (`describes`), without `spread`: nor two linked passages together, `best_pair`), or a name or number from the
-    question occurs in no passage at all, nothing is selected and the question is declined instead of answered with
-    near misses (`min_coverage=0` turns this off, for sub-agents researching a source the user named). Then the
-    evidence decides which collections count (`counts`): those whose best passage clears `KEEP_RATIO` of the best one
-    (`PRIOR_RATIO` for the collections in `prior`, the ones the question names; `FOCUS_RATIO` without `spread`).
-    Sentences of their covering passages, of the linked pair and of the documents the question names (`selectable`) are
-    ranked by the IDF-weighted query words they share (rare words count most; the glossary's concepts count as words),
-    in the question's language first, named collections, documents the question names and the article it names ahead; at
-    most `per_source` per passage. With `spread`, collections take turns so every consulted source is represented
-    (overviews, comparisons); else the sentences that together cover the question win (`_covering`), opened by a
-    sentence of each of two linked passages (`best_pair`, `pair_sentences`) when together they hold more of the question
-    than any one passage, from at most `ANSWER_DOCUMENTS` documents, and closed, past `max_facts`, by a sentence of each
-    document of the linked pair the answer rests on that it does not cite (`completing`).
-    `asked`: the question as the user typed it, when `question` is a search query made of it (without its small
-    words: "Queen Blood" no longer names the film "Queen of Blood"), for what reads names and titles."""
+    Declining comes first and is decided per passage: when no passage contains at least `min_coverage` of the question's
+    topic words (for a question naming two things, or reaching its subject through a description (`describes`), without
+    `spread`: nor two linked passages together, `best_pair`), or a name or number from the question occurs in no passage
+    at all, nothing is selected and the question is declined instead of answered with near misses (`min_coverage=0`
+    turns this off, for sub-agents researching a source the user named). Then the evidence decides which collections
+    count (`counts`): those whose best passage clears `tuning.keep_ratio` of the best one (`tuning.prior_ratio` for the
+    collections in `prior`, the ones the question names; `tuning.focus_ratio` without `spread`). Sentences of their
+    covering passages, of the linked pair and of the documents the question names (`selectable`) are ranked by the
+    IDF-weighted query words they share (rare words count most; the glossary's concepts count as words), in the
+    question's language first, named collections, documents the question names and the article it names ahead; at most
+    `per_source` per passage. With `spread`, collections take turns so every consulted source is represented (overviews,
+    comparisons); else the sentences that together cover the question win (`_covering`), opened by a sentence of each of
+    two linked passages (`best_pair`, `pair_sentences`) when together they hold more of the question than any one
+    passage, from at most `tuning.answer_documents` documents, and closed, past `max_facts`, by a sentence of each
+    document of the linked pair the answer rests on that it does not cite (`completing`). `asked`: the question as the
+    user typed it, when `question` is a search query made of it (without its small words: "Queen Blood" no longer names
+    the film "Queen of Blood"), for what reads names and titles."""
     read = _read(question, ledger, glossary)
     if read is None:
         return []
@@ -212,12 +174,12 @@ def _declined(read: _Reading, pair: tuple[float, tuple[int, int]] | None, ledger
 
 def _pair_counts(pair: tuple[float, tuple[int, int]] | None, ledger: list[Evidence], asked: str) -> bool:
     """Whether two linked passages count as one for the decline rule: for a question naming two things, through two
-    linked passages (a bridge) or about both, or one describing what it asks about ("the man who …": a bridge through
-    a thing it does not name; tuning half of HotpotQA, gold articles cited 0.928 -> 0.930, the Dutch gold set's
-    unanswerable questions, which describe nothing, stay declined), when together they hold `PAIR_COVERAGE` of its
-    topic words, or each is the document of a thing it names."""
+    linked passages (a bridge) or about both, or one describing what it asks about ("the man who …": a bridge through a
+    thing it does not name; tuning half of HotpotQA, gold articles cited 0.928 -> 0.930, the Dutch gold set's
+    unanswerable questions, which describe nothing, stay declined), when together they hold `tuning.pair_coverage` of
+    its topic words, or each is the document of a thing it names."""
     return pair is not None and (len(question_names(asked)) >= 2 or describes(asked)) and (
-        pair[0] >= PAIR_COVERAGE or named_things(pair, ledger, asked))
+        pair[0] >= tuning().pair_coverage or named_things(pair, ledger, asked))
 
 
 def _competing(read: _Reading, ledger: list[Evidence], prior: Collection[str], spread: bool,
@@ -244,10 +206,10 @@ def _asked_article(question: str) -> str:
 def _scored(candidates: list[tuple[int, int, str, Evidence, frozenset[str]]], query: list[frozenset[str]],
             weight: dict[frozenset[str], float], article: str, asked: str, language: Language,
             prior: Collection[str]) -> list[tuple[str, Scored]]:
-    """Each candidate sentence holding a topic word, or of the article the question names, scored, with its
-    collection, in candidate order: the IDF weight of the topic words it holds (`OTHER_LANGUAGE_FACTOR` of it in
-    another language), plus `RELEVANCE_WEIGHT` of its passage's relevance, `PRIOR_BONUS` in a collection the
-    question names, `TITLE_BONUS` in a document it names and the `article_bonus`."""
+    """Each candidate sentence holding a topic word, or of the article the question names, scored, with its collection,
+    in candidate order: the IDF weight of the topic words it holds (`tuning.other_language_factor` of it in another
+    language), plus `tuning.relevance_weight` of its passage's relevance, `tuning.prior_bonus` in a collection the
+    question names, `tuning.title_bonus` in a document it names and the `article_bonus`."""
     scored = []
     for i, j, sentence, evidence, sentence_stems in candidates:
         score = sum(weight[t] for t in query if t & sentence_stems)
@@ -255,10 +217,11 @@ def _scored(candidates: list[tuple[int, int, str, Evidence, frozenset[str]]], qu
         if not score and not bonus:
             continue
         if detect_language(sentence, default=language) != language:
-            score *= OTHER_LANGUAGE_FACTOR
-        score += RELEVANCE_WEIGHT * evidence.relevance + (PRIOR_BONUS if evidence.collection in prior else 0.0)
+            score *= tuning().other_language_factor
+        score += tuning().relevance_weight * evidence.relevance
+        score += tuning().prior_bonus if evidence.collection in prior else 0.0
         if names_title(evidence.title, asked):
-            score += TITLE_BONUS  # a document about something the question names: its sentences speak about it
+            score += tuning().title_bonus  # a document about something the question names: its sentences speak about it
         score += bonus
         scored.append((evidence.collection, (score, -i, -j, sentence, evidence.id)))
     return scored
@@ -308,14 +271,14 @@ def _focused(query: list[frozenset[str]], names: list[set[str]], ledger: list[Ev
              glossary: Glossary | None) -> bool:
     """Whether the question's topic words meet in the text, not only scattered over a passage: a name of the
     question and another of its topic words in one sentence or two adjacent ones, or, for a question naming
-    nothing, half its topic words (at most `FOCUS_WORDS`) in one sentence; a sentence is read with its
+    nothing, half its topic words (at most `tuning.focus_words`) in one sentence; a sentence is read with its
     document's title. A chunk about Borssele holds "kernreactoren", "bedrijf" and, elsewhere, "Frankrijk", yet
     says nothing about the reactors France operates; "waters", "sea", "levels" and "point" spread over a treaty
     do not answer "the boiling point of water at sea level"."""
     in_names = {k for k, t in enumerate(query) if any(t & named for named in names)}
     if names and len(in_names) == len(query):  # the question is only the name: where it occurs is enough
         return True
-    need = min(math.ceil(len(query) / 2), FOCUS_WORDS)
+    need = min(math.ceil(len(query) / 2), tuning().focus_words)
     for e in ledger:
         title = stems_of(e.title, glossary)
         held = [{k for k, t in enumerate(query) if t & (stems_of(s, glossary) | title)} for s in sentences(e.text)]
@@ -333,9 +296,10 @@ def _answer_bonus(sentence: str, question: str) -> float:
     asked = {w.lower() for w in re.findall(r"[\w'-]+", question)}
     if _ASKS_NUMBER.search(question) and any(n not in asked for n in re.findall(r"\b\d[\d.,]*\b", sentence)):
         return ANSWER_BONUS
-    if _ASKS_NAME.search(question) and any(w.lower() not in asked for i, w in enumerate(re.findall(r"[\w'-]+", sentence))
-                                             if i > 0 and w[:1].isupper()):
-        return ANSWER_BONUS * NAME_ANSWER_SHARE
+    words = re.findall(r"[\w'-]+", sentence)
+    named = (w for i, w in enumerate(words) if i > 0 and w[:1].isupper())
+    if _ASKS_NAME.search(question) and any(w.lower() not in asked for w in named):
+        return ANSWER_BONUS * tuning().name_answer_share
     return 0.0
 
 
@@ -362,11 +326,11 @@ def pair_sentences(pair: list[Evidence], query: list[frozenset[str]], weight: di
     return out
 
 
-def admits(document: Hashable, documents: Collection[Hashable], limit: int = ANSWER_DOCUMENTS) -> bool:
+def admits(document: Hashable, documents: Collection[Hashable], limit: int | None = None) -> bool:
     """Whether a sentence of `document` may join an answer whose sentences come from `documents`: one of them,
     or a new one while there are fewer than `limit`. A sentence of a fifth document rarely adds the article an
-    answer needs (`ANSWER_DOCUMENTS`) and costs the reader a source to check."""
-    return document in documents or len(documents) < limit
+    answer needs (default `tuning.answer_documents`) and costs the reader a source to check."""
+    return document in documents or len(documents) < (tuning().answer_documents if limit is None else limit)
 
 
 def named_passages(covered: list[tuple[float, Evidence]], question: str, document: dict[str, Hashable],
