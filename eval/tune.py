@@ -8,7 +8,8 @@ Per value, inside `graph.tuning.tuned(NAME=value)`: the Dutch gold set's tuning 
 the offline pipeline against the bundled corpus (key facts, citation precision, unanswerable declined, answerable
 declined), and HotpotQA's tuning half (`hotpot_eval`, `--hotpot-n` questions over both halves, so the tuning half
 has half of them; skipped without ../shared) through the pipeline over the pooled paragraphs (both gold articles
-gathered, gold cited, answer present, declined). The table marks the value in force. Choose on these figures; the
+gathered, gold cited, answer present, declined, and what that costs: documents cited per answer, seconds per
+question). The table marks the value in force. Choose on these figures; the
 test halves are `make eval`'s. With your own questions: `--gold FILE` (the gold set's format) and `--hotpot FILE`.
 """
 
@@ -32,7 +33,8 @@ HOTPOT_N = 200  # questions over both halves: the tuning half gets 100 (a sweep 
 GOLD_ROWS = (("key facts", "key_fact_recall"), ("citation precision", "citation_precision"),
              ("unanswerable declined", "refusal_rate_unanswerable"), ("answerable declined", "false_refusal_rate"))
 HOTPOT_ROWS = (("both gold gathered", "both_gathered"), ("gold cited", "gold_cited"),
-               ("answer present", "answer_present"), ("declined", "declined"))
+               ("answer present", "answer_present"), ("declined", "declined"),
+               ("documents cited", "documents_cited"), ("seconds per question", "seconds_mean"))  # what it costs
 
 
 def grid(name: str) -> tuple[float, ...]:

@@ -23,6 +23,7 @@ from docserver.embeddings import Embedder, EmbeddingSettings
 from docserver.index import Index
 from docserver.sentences import MATCHES_PER_PASSAGE, SentenceVectors
 from docserver.vectors import embed_chunks, library_passages, passage_digest, prune
+from graph.answer.events import AnswerDelta, Step
 from graph.answer.prompts import Prompts
 from graph.build import build_graph
 from graph.clients.mcp_client import DocumentClient
@@ -31,7 +32,7 @@ from graph.collections import Catalog, Collection
 from graph.context import Context
 from graph.models import Evidence, ResearchTask, Turn
 from graph.nodes.research import own_wording, search_all
-from graph.runner import start
+from graph.runner import run_pipeline, start
 from graph.text.language import detect_language
 from graph.text.meaning import meaning_facts
 from tests.fakes.fake_embeddings import FakeEmbeddings
@@ -226,8 +227,9 @@ CATALOG = Catalog([Collection(name="plans", display_name="Review plans", languag
 NOTE = "---\ndoc_id: {doc_id}\ntitle: {title}\nlanguage: en\n---\n\n# {title}\n\n## Review\n\n{text}\n"
 
 
-async def _answer(root: Path, settings: EmbeddingSettings) -> str:
-    """The offline answer to `QUESTION` from a document server with `settings`, its library embedded first."""
+async def _answer(root: Path, settings: EmbeddingSettings) -> tuple[str, list[str]]:
+    """The offline answer to `QUESTION` (and the think lines) from a document server with `settings`, its library
+    embedded first."""
     index_path = root / "index.sqlite3"
     with Embedder(settings) as embedder:
         outcome = embed_chunks(index_path, embedder, library_passages(index_path, root))
@@ -237,8 +239,9 @@ async def _answer(root: Path, settings: EmbeddingSettings) -> str:
     try:
         ctx = Context(llm=None, docs=docs, catalog=CATALOG, prompts=Prompts(ROOT / "prompts"))
         state, request = start([Turn(role="user", content=QUESTION)], ctx)
-        state = await build_graph().ainvoke(state, context=request)
-        return state["answer"]
+        events = [e async for e in run_pipeline(build_graph(), state, request)]
+        return "".join(e.text for e in events if isinstance(e, AnswerDelta)), [e.text for e in events
+                                                                              if isinstance(e, Step)]
     finally:
         await docs.aclose()
         await server.stop()
@@ -256,15 +259,17 @@ def plans(tmp_path: Path) -> Path:
 @pytest.mark.asyncio
 async def test_a_dutch_question_over_english_plans_is_answered_from_the_sentence_found_by_meaning(
         fake: FakeEmbeddings, plans: Path) -> None:
-    answer = await _answer(plans, _settings(fake))
+    answer, steps = await _answer(plans, _settings(fake))
     assert "airborne particulate monitors" in answer and "[1]" in answer
     assert "zeolite" not in answer.lower()
+    assert any("gevonden op betekenis" in line for line in steps)  # the think block says how it was found
 
 
 @pytest.mark.asyncio
 async def test_without_sentence_vectors_the_same_question_is_declined_as_before(fake: FakeEmbeddings,
                                                                                plans: Path) -> None:
-    answer = await _answer(plans, _settings(fake, None))
+    answer, steps = await _answer(plans, _settings(fake, None))
+    assert not any("gevonden op betekenis" in line for line in steps)
     assert "airborne particulate monitors" not in answer and "[1]" not in answer
 
 

@@ -63,6 +63,12 @@ _LINES: dict[str, dict[Language, str]] = {
         "en": "The selected passages (~{tokens} tokens) exceed the evidence budget ({budget}): the model condenses them",
     },
     "facts": {"nl": "{n} kernfeiten geselecteerd uit {m} passages", "en": "{n} key facts selected from {m} passages"},
+    "by_meaning": {
+        "nl": "De woorden van de vraag staan in geen passage; {n} zinnen in een andere taal zeggen wat ze vraagt "
+              "(gevonden op betekenis)",
+        "en": "No passage holds the question's words; {n} sentences in another language say what it asks (found by "
+              "meaning)",
+    },
     "offline": {
         "nl": "Geen taalmodel geconfigureerd: extractieve modus",
         "en": "No language model configured: extractive mode",

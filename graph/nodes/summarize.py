@@ -124,7 +124,9 @@ async def summarize(state: State, runtime: Runtime[Context]) -> dict:
         # words selected nothing: sentences a search found by meaning in another language than the question answer,
         # when the document server names them (it embeds sentences) and the question's names are in the evidence
         meant = meaning_facts(state["question"], new, ctx.language, limit, glossary=ctx.catalog.glossary)
-        selected, windows = ([meant], [new]) if meant else (selected, windows)
+        if meant:
+            emit(Step(messages.line("by_meaning", ctx.language, n=len(meant))))
+            selected, windows = [meant], [new]
     if unfound:
         emit(Step(messages.line("not_found", ctx.language, missing=", ".join(unfound))))
     tokens = sum(passage_tokens(facts, w, ctx.config.passage_chars) for facts, w in zip(selected, windows, strict=True))
