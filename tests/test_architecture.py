@@ -163,3 +163,23 @@ def test_model_replies_are_parsed_in_one_place() -> None:
         if p.name != "structured.py" and re.search(r"re\.search\(r[\"']\\\{|raw_decode", p.read_text("utf-8"))
     ]
     assert offenders == []
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 450, 60  # issue 60: a module one role, a function one screen
+
+
+def test_modules_and_functions_stay_a_size_a_newcomer_reads() -> None:
+    """No module of the product packages over `MAX_MODULE_LINES` lines, no function over `MAX_FUNCTION_LINES`
+    (from its `def` to its last line; the complexity limit is ruff's C901 in pyproject.toml)."""
+    offenders = []
+    for package in ("app", "graph", "docserver", "textkit"):
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text("utf-8")
+            if text.count("\n") > MAX_MODULE_LINES:
+                offenders.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                    if length > MAX_FUNCTION_LINES:
+                        offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {length} lines")
+    assert offenders == []
