@@ -88,13 +88,18 @@ async def hotpot_pair(embedder: Embedder, path: Path, settings: Settings, n: int
             for name, use in (("bm25", None), ("hybrid", embedder))}
 
 
-def crosslang_pair(embedder: Embedder) -> dict[str, Any]:
-    """Recall at 5 of the cross-language set: BM25 with the glossary, hybrid with it."""
+def crosslang_library(root: Path, embedder: Embedder) -> Path:
+    """The cross-language set's library under `root` (the shared files and the bundled corpus), embedded by
+    `embedder` (with sentences when its settings ask for them): built once for every part that asks it."""
+    index_path = crosslang.build_index(root)
+    hotpot_eval.embed_library(embedder, index_path, corpus=True)
+    return index_path
+
+
+def crosslang_pair(embedder: Embedder, index_path: Path) -> dict[str, Any]:
+    """Recall at 5 of the cross-language set over `crosslang_library`: BM25 with the glossary, hybrid with it."""
     catalog = crosslang.product_catalog()
-    with tempfile.TemporaryDirectory(prefix="neo-nl-crosslang-") as tmp:
-        index_path = crosslang.build_index(Path(tmp))
-        hotpot_eval.embed_library(embedder, index_path, corpus=True)
-        index = crosslang.load_index(index_path, vector_key=embedder.settings.key)
+    index = crosslang.load_index(index_path, vector_key=embedder.settings.key)
     return {"bm25+glossary": crosslang.evaluate(index, glossary=catalog.glossary),
             "hybrid": crosslang.evaluate(index, glossary=catalog.glossary, embed=embedder.query)}
 
@@ -142,32 +147,30 @@ def answer_questions() -> dict[str, list[dict[str, Any]]]:
     return halves
 
 
-async def crosslang_answers(embedder: Embedder, settings: Settings, servers: Sequence[tuple[str, EmbeddingSettings | None]],
+async def crosslang_answers(index_path: Path, settings: Settings,
+                            servers: Sequence[tuple[str, EmbeddingSettings | None]],
                             questions: Sequence[dict[str, Any]], llm: LLMClient | None = None
                             ) -> dict[str, list[dict[str, Any]]]:
     """`questions` (`answer_questions`) through the pipeline (offline unless `llm`; the catalog the service makes of
     the library: the shared files' collections described by their titles) with a document server per (name,
     embedding settings: None searches by words alone) of `servers`: per question whether it was declined and
-    whether the answer cites the passage that answers (its sources: `crosslang.chunk_matches`). `embedder`
-    embeds the library first (with sentences when its settings ask for them)."""
+    whether the answer cites the passage that answers (its sources: `crosslang.chunk_matches`), over
+    `crosslang_library`'s `index_path`."""
     out: dict[str, list[dict[str, Any]]] = {}
-    with tempfile.TemporaryDirectory(prefix="neo-nl-crosslang-") as tmp:
-        index_path = crosslang.build_index(Path(tmp))
-        hotpot_eval.embed_library(embedder, index_path, corpus=True)
-        for name, embeddings in servers:
-            server = await serve_in_background(index_path=index_path, embeddings=embeddings)
-            docs = DocumentClient(server.url, timeout_s=30, auth_token=server.token)
-            try:
-                held, complete = await docs.collections()
-                catalog = library_catalog(load_catalog(settings.collections_file), held, complete=complete)
-                docs.describe(catalog.display_names())
-                ctx = Context(llm=llm, docs=docs, catalog=catalog, prompts=Prompts(settings.prompts_dir),
-                              config=settings.pipeline)
-                graph = build_graph()
-                out[name] = [await _crosslang_answer(question, graph, ctx) for question in questions]
-            finally:
-                await docs.aclose()
-                await server.stop()
+    for name, embeddings in servers:
+        server = await serve_in_background(index_path=index_path, embeddings=embeddings)
+        docs = DocumentClient(server.url, timeout_s=30, auth_token=server.token)
+        try:
+            held, complete = await docs.collections()
+            catalog = library_catalog(load_catalog(settings.collections_file), held, complete=complete)
+            docs.describe(catalog.display_names())
+            ctx = Context(llm=llm, docs=docs, catalog=catalog, prompts=Prompts(settings.prompts_dir),
+                          config=settings.pipeline)
+            graph = build_graph()
+            out[name] = [await _crosslang_answer(question, graph, ctx) for question in questions]
+        finally:
+            await docs.aclose()
+            await server.stop()
     return out
 
 
@@ -189,21 +192,21 @@ def answer_figures(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
             "unanswerable_declined": _share([r for r in rows if r["unanswerable"]], "declined")}
 
 
-async def sentence_sweep(embedder: Embedder, settings: Settings, matches: Sequence[float] = SENTENCE_MATCHES
-                         ) -> list[dict[str, float]]:
-    """Per threshold of `EMBEDDINGS_SENTENCE_MATCH` (the embedder's model): `answer_figures` on the tuning half."""
-    if not embedder.settings.sentences:
-        embedder = Embedder(replace(embedder.settings, sentence_match=max(matches)))
-    servers = [(f"{m:g}", replace(embedder.settings, sentence_match=m)) for m in matches]
-    found = await crosslang_answers(embedder, settings, servers, answer_questions()["tune"])
+async def sentence_sweep(embeddings: EmbeddingSettings, settings: Settings, index_path: Path,
+                         matches: Sequence[float] = SENTENCE_MATCHES) -> list[dict[str, float]]:
+    """Per threshold of `EMBEDDINGS_SENTENCE_MATCH` (in `embeddings`' model; the library embedded with its
+    sentences): `answer_figures` on the tuning half."""
+    servers = [(f"{m:g}", replace(embeddings, sentence_match=m)) for m in matches]
+    found = await crosslang_answers(index_path, settings, servers, answer_questions()["tune"])
     return [{"match": m, **answer_figures(found[f"{m:g}"])} for m in matches]
 
 
-async def answers_pair(embedder: Embedder, settings: Settings) -> dict[str, dict[str, dict[str, float]]]:
+async def answers_pair(embeddings: EmbeddingSettings, settings: Settings, index_path: Path
+                       ) -> dict[str, dict[str, dict[str, float]]]:
     """`answer_figures` per half, by words alone and hybrid (with sentences when `EMBEDDINGS_SENTENCE_MATCH` is
     set)."""
     halves = answer_questions()
-    found = await crosslang_answers(embedder, settings, (("bm25", None), ("hybrid", embedder.settings)),
+    found = await crosslang_answers(index_path, settings, (("bm25", None), ("hybrid", embeddings)),
                                     halves["tune"] + halves["test"])
     ids = {half: {q["id"] for q in questions} for half, questions in halves.items()}
     return {half: {name: answer_figures([r for r in rows if r["id"] in ids[half]]) for name, rows in found.items()}
@@ -267,17 +270,32 @@ async def evaluate(settings: Settings, path: Path, parts: Sequence[str] = PARTS)
             result["sweep"] = await asyncio.to_thread(sweep, embedder, path)
         if "hotpot" in parts and path.is_file():
             result["hotpot"] = await hotpot_pair(embedder, path, settings)
-        try:
-            if "crosslang" in parts:
-                result["crosslang"] = await asyncio.to_thread(crosslang_pair, embedder)
-            if "sentence-match" in parts:
-                result["sentence_sweep"] = await sentence_sweep(embedder, settings)
-            if "crosslang-answers" in parts:
-                result["crosslang_answers"] = await answers_pair(embedder, settings)
-        except crosslang.SharedFilesMissing as exc:
-            print(f"cross-language set skipped: {exc}", file=sys.stderr)
+        if {"crosslang", "sentence-match", "crosslang-answers"} & set(parts):
+            result |= await _crosslang_parts(embedder, settings, parts)
     finally:
         embedder.close()
+    return result
+
+
+async def _crosslang_parts(embedder: Embedder, settings: Settings, parts: Sequence[str]) -> dict[str, Any]:
+    """The parts over the cross-language library, built once (with sentence vectors when the sweep needs them)."""
+    result: dict[str, Any] = {}
+    sweeps = "sentence-match" in parts and not embedder.settings.sentences
+    library = Embedder(replace(embedder.settings, sentence_match=max(SENTENCE_MATCHES))) if sweeps else embedder
+    try:
+        with tempfile.TemporaryDirectory(prefix="neo-nl-crosslang-") as tmp:
+            index_path = await asyncio.to_thread(crosslang_library, Path(tmp), library)
+            if "crosslang" in parts:
+                result["crosslang"] = await asyncio.to_thread(crosslang_pair, embedder, index_path)
+            if "sentence-match" in parts:
+                result["sentence_sweep"] = await sentence_sweep(library.settings, settings, index_path)
+            if "crosslang-answers" in parts:
+                result["crosslang_answers"] = await answers_pair(embedder.settings, settings, index_path)
+    except crosslang.SharedFilesMissing as exc:
+        print(f"cross-language set skipped: {exc}", file=sys.stderr)
+    finally:
+        if library is not embedder:
+            library.close()
     return result
 
 
