@@ -78,15 +78,22 @@ $(VENV)/.installed-eval: $(VENV)/.installed
 # eval.png; `make eval-write` into docs/ instead. EVAL_ARGS e.g. "--skip-hotpot", "--limit 8" (a smoke run, not
 # for docs/), or "--hotpot-only --split tune" (prints metrics, writes nothing). `make eval LLM=local` (or
 # `make eval-write LLM=local`) adds the LLM-mode report (EVAL-LLM.md) against `make llm`; `make eval
-# EMBEDDINGS=local` adds "Hybrid search beside BM25" (eval/hybrid.py) against `make embeddings`
+# EMBEDDINGS=local` adds "Hybrid search beside BM25" (eval/hybrid.py) against `make embeddings`. Without EVAL_ARGS
+# the library's two engines are set side by side too (eval/engines.py: ENGINES.md, a local PostgreSQL from pgserver)
 eval: $(VENV)/.installed-eval
 	$(EVAL_ENV) $(PY) -m eval.run $(EVAL_ARGS)
+ifeq ($(strip $(EVAL_ARGS)),)
+	$(PY) -m eval.engines --out $(REPORTS)
+endif
 ifeq ($(LLM),local)
 	$(MAKE) eval-llm
 endif
 
 eval-write: $(VENV)/.installed-eval
 	$(EVAL_ENV) $(PY) -m eval.run --write $(EVAL_ARGS)
+ifeq ($(strip $(EVAL_ARGS)),)
+	$(PY) -m eval.engines --write
+endif
 ifeq ($(LLM),local)
 	$(MAKE) eval-llm-write
 endif

@@ -171,9 +171,15 @@ class LibraryService:
 def library_index(settings: Settings, embedded: bool) -> Path | None:
     """The index the service writes uploads to: the embedded server's (DOCSERVER_INDEX, else its default), or with
     an external MCP server the one DOCSERVER_INDEX names (shared with a standalone reference server, as in
-    docker-compose); None: uploads are off, or the document server is one the service cannot write to."""
+    docker-compose); None: uploads are off, or the document server is one the service cannot write to.  A library
+    in PostgreSQL (DOCSERVER_DATABASE_URL) takes documents from `python -m docserver ingest` only: uploads are off."""
+    from docserver.location import DATABASE_ENV
     from docserver.store import INDEX_ENV, resolve_index_path
 
     if settings.uploads == "off" or not (embedded or os.environ.get(INDEX_ENV, "").strip()):
+        return None
+    if os.environ.get(DATABASE_ENV, "").strip():
+        log.warning("uploads are off: the library is in PostgreSQL (%s), which takes documents from "
+                    "`python -m docserver ingest`", DATABASE_ENV)
         return None
     return resolve_index_path()

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import scale, scenarios, upload
+from bench import library, scale, scenarios, upload
 from bench.harness import (
     LLM_MAX_CONCURRENCY,
     ROOT,
@@ -254,10 +254,19 @@ async def _upload(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Names
         data["upload"] = await upload.measure(lab, size)
 
 
+async def _library(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace,
+                   sizes: dict[str, int]) -> None:
+    """section 12: the library in PostgreSQL: search at 200,000 chunks, two servers sharing it"""
+    size = library.SMOKE if args.smoke else library.FULL
+    with section(data, f"The library in PostgreSQL: {size.chunks:,} chunks (section 12)"):
+        data["library"] = await asyncio.to_thread(library.measure, lab.work, size)
+
+
 # --only's names, in the order a run takes them
 PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "profile": _profile,
          "tracing": _tracing, "mcp": _mcp,
-         "cache": _cache, "sweep": _sweep, "security": _security, "scale": _scale, "upload": _upload}
+         "cache": _cache, "sweep": _sweep, "security": _security, "scale": _scale, "upload": _upload,
+         "library": _library}
 
 
 def main(argv: list[str] | None = None) -> int:

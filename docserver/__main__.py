@@ -25,6 +25,7 @@ from textkit.untrusted import terminal
 from .corpus import BUNDLED_CORPUS
 from .documents import Chunk, Document
 from .embeddings import EmbeddingSettings
+from .location import DATABASE_ENV, database_url, shown
 from .store import INDEX_ENV, IndexSchemaError, StoredDocument, resolve_index_path
 
 INDEX_HELP = (
@@ -44,6 +45,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=3434, help="port (default: %(default)s)")
     parser.add_argument("--corpus", default=str(BUNDLED_CORPUS), help="corpus directory (default: bundled corpus)")
     parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    _add_database(parser)
     parser.add_argument(
         "--no-read-document",
         dest="read_document",
@@ -86,6 +88,7 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     parser.add_argument("--collection", required=True, help="collection to add the documents to, e.g. wetten_overheid")
     parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    _add_database(parser)
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress bar, no line per document and no summary (refusals still)")
     parser.add_argument("--force", action="store_true",
@@ -107,7 +110,24 @@ def parse_ingest_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 # What opening or reading an index file can raise: it is unreadable, damaged, not SQLite, or of another schema.
-_INDEX_ERRORS = (OSError, ValueError, sqlite3.Error, IndexSchemaError)
+_INDEX_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, RuntimeError, sqlite3.Error, IndexSchemaError)
+try:
+    from psycopg import Error as _DatabaseError
+
+    _INDEX_ERRORS += (_DatabaseError,)
+except ImportError:  # the postgres extra is not installed: no database to fail
+    pass
+DATABASE_HELP = (f"the library in this PostgreSQL database (postgresql://...; default: ${DATABASE_ENV}); wins over "
+                 "--index")
+
+
+def _add_database(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--database", default=None, metavar="URL", help=DATABASE_HELP)
+
+
+def _database(args: argparse.Namespace) -> str | None:
+    """The database URL given or in the environment (None: the SQLite file); a bad one raises ValueError."""
+    return database_url(args.database)
 
 
 def say(line: str, stream: TextIO | None = None) -> None:
@@ -147,9 +167,10 @@ def ingest_main(argv: Sequence[str]) -> int:
             write(f"  {outcome.doc_id}: {outcome.title} ({len(outcome.chunks)} chunks) <- {path}", sys.stdout)
 
     try:
+        database = _database(args)
         report = ingest_files(args.paths, args.collection, index_path=args.index, progress=bar, limits=limits,
                               force=args.force, base_url=args.base_url, on_file=tell,
-                              follow_symlinks=args.follow_symlinks)
+                              follow_symlinks=args.follow_symlinks, database_url=database)
     except _INDEX_ERRORS as exc:
         say(f"ingest failed: {exc}", sys.stderr)
         return 1
@@ -157,14 +178,15 @@ def ingest_main(argv: Sequence[str]) -> int:
     if not args.quiet:
         chunks = sum(len(d.chunks) for d in report.documents) + sum(s.chunks for s in report.skipped)
         unchanged = f" ({len(report.skipped)} unchanged)" if report.skipped else ""
-        say(f"{documents} documents, {chunks} chunks -> collection {args.collection!r} in {args.index}{unchanged}")
+        where = shown(database) if database else args.index
+        say(f"{documents} documents, {chunks} chunks -> collection {args.collection!r} in {where}{unchanged}")
     if report.failures:
         say(f"{len(report.failures)} file(s) refused, see above", sys.stderr)
         return 1
     if not documents:
         say("ingest failed: no files to ingest were found", sys.stderr)
         return 1
-    if report.documents and embeddings is not None:  # a failure leaves them waiting, searched by their words
+    if report.documents and embeddings is not None and database is None:  # a failure leaves them waiting
         from .vectors import library_passages
 
         index_path = Path(args.index)
@@ -259,19 +281,21 @@ def parse_remove_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="as `python -m docserver list` shows it")
     parser.add_argument("--collection", help="the collection to remove from (default: the one holding the doc_id)")
     parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    _add_database(parser)
     return parser.parse_args(argv)
 
 
 def remove_main(argv: Sequence[str]) -> int:
-    from .store import DocumentStore
+    from .location import open_store
 
     args = parse_remove_args(argv)
     path = resolve_index_path(args.index)
-    if not path.is_file():  # not created just to say that it holds nothing
-        say(f"remove failed: no document {', '.join(map(repr, args.doc_ids))}: no index file {path}", sys.stderr)
-        return 1
     try:
-        with DocumentStore(path) as store:
+        database = _database(args)
+        if database is None and not path.is_file():  # not created just to say that it holds nothing
+            say(f"remove failed: no document {', '.join(map(repr, args.doc_ids))}: no index file {path}", sys.stderr)
+            return 1
+        with open_store(path, database) as store:
             removed = store.remove(args.doc_ids, args.collection)
     except _INDEX_ERRORS as exc:
         say(f"remove failed: {exc}", sys.stderr)
@@ -290,6 +314,7 @@ def parse_list_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--collection", help="only this collection")
     parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    _add_database(parser)
     parser.add_argument("--json", action="store_true", help="a JSON list of objects with those fields (null for none)")
     return parser.parse_args(argv)
 
@@ -322,11 +347,11 @@ def json_for_terminal(value: object) -> str:
 
 
 def list_main(argv: Sequence[str]) -> int:
-    from .store import list_stored
+    from .location import stored_documents
 
     args = parse_list_args(argv)
     try:
-        stored = list_stored(args.index, args.collection)
+        stored = stored_documents(args.index, _database(args), args.collection)
     except _INDEX_ERRORS as exc:
         say(f"list failed: {exc}", sys.stderr)
         return 1
@@ -355,10 +380,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = "DEBUG" if args.log_level == "trace" else args.log_level.upper()
     logging.basicConfig(level=level, format="%(levelname)s:     %(name)s: %(message)s")
     allowed = [h.strip() for h in args.allowed_hosts.split(",") if h.strip()] if args.allowed_hosts else None
-    app = create_app(
-        args.corpus, read_document=args.read_document, list_collections=args.list_collections, host=args.host,
-        allowed_hosts=allowed, index_path=args.index, embeddings=_embedding_settings(),
-    )
+    try:
+        database = _database(args)
+    except ValueError as exc:
+        say(str(exc), sys.stderr)
+        return 2
+    try:
+        app = create_app(
+            args.corpus, read_document=args.read_document, list_collections=args.list_collections, host=args.host,
+            allowed_hosts=allowed, index_path=args.index, embeddings=_embedding_settings(), database_url=database,
+        )
+    except _INDEX_ERRORS as exc:  # a database that cannot be reached, a library that cannot be read
+        where = shown(database) if database else args.index
+        say(f"cannot serve the library in {where}: {exc}", sys.stderr)
+        return 1
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_keep_alive=KEEPALIVE_S)
     return 0
 

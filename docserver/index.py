@@ -17,7 +17,7 @@ import hashlib
 import logging
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,8 @@ from .corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from .documents import Chunk, Collection, Document, chunk_text
 from .hybrid import SlotVectors
 from .lexical import Lexical
-from .sentences import Match, SentenceVectors
+from .searchable import Hit, Outline
+from .sentences import SentenceVectors
 from .store import IndexVersion, Snapshot, read_snapshot, resolve_index_path
 from .vectors import file_vectors, passage_digest
 from .vocabulary import PART_WEIGHT
@@ -62,18 +63,6 @@ def _versions(collections: Iterable[Collection], corpus: Iterable[Document], sna
         parts = [counted, "c" + _fingerprint(from_corpus[name]) if name in from_corpus else None]
         versions[name] = "+".join(p for p in parts if p) or "c" + _fingerprint(())
     return versions
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    document: Document
-    chunk: Chunk
-    score: float  # raw BM25 score (0: found by meaning alone)
-    relevance: float  # score / best score of the same query (searched by meaning too: of the fused score), 0..1
-    matched_terms: float = 0.0  # share of the distinct query tokens found in the chunk, 0..1, 3 decimals
-    similarity: float | None = None  # cosine of the passage's vector to the query's, 4 decimals; None: not searched
-    # by meaning, or the passage has no vector yet
-    sentences: tuple[Match, ...] = ()  # its sentences that say what the query asks, by meaning (``sentences.py``)
 
 
 # Looks up vectors by passage digest (``Index.load``: the index served before, then the index file).
@@ -245,6 +234,21 @@ class Index:
     @property
     def chunk_count(self) -> int:
         return sum(bm25.live for bm25 in self._bm25.values())
+
+    @property
+    def document_count(self) -> int:
+        return sum(len(docs) for docs in self._documents.values())
+
+    def listing(self, collection: str, limit: int) -> list[Document]:
+        """The first ``limit`` documents of ``collection`` (by doc_id)."""
+        return self.documents(collection)[:limit]
+
+    def outline(self, collection: str, titles: int) -> Outline:
+        """``collection`` in numbers, with its first ``titles`` titles (``searchable.Outline``)."""
+        documents = self.documents(collection)
+        return Outline(len(documents), sum(len(d.chunks) for d in documents), [d.title for d in documents[:titles]],
+                       Counter((d.title, c.section) for d in documents for c in d.chunks),
+                       Counter(d.language for d in documents if d.language))
 
     def search(
         self,

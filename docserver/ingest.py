@@ -28,14 +28,15 @@ from urllib.parse import quote, unquote
 from textkit import normalize
 from textkit.untrusted import plain, safe_url, terminal
 
-from . import formats, walk
+from . import formats, location, walk
 from .chunking import extracted_document
 from .documents import Document
 from .formats import Limits, Refused
 from .formats.markdown import split_front_matter, unlinked
 from .formats.text import decoded
+from .location import open_store, stored_documents
 from .originals import Original, file_id_of, incoming_dir, write_copy
-from .store import DocumentStore, SourceFile, StoredDocument, resolve_index_path, stored_sources
+from .store import SourceFile, StoredDocument, by_source, resolve_index_path
 
 __all__ = [
     "COLLECTION_NAME",
@@ -192,8 +193,11 @@ def ingest_files(
     base_url: str | None = None,
     on_file: Callable[[Path, Document | Skipped | Failure], None] | None = None,
     follow_symlinks: bool = False,
+    database_url: str | None = None,
 ) -> Report:
-    """Parse ``paths`` into ``collection`` and store every file that could be read; the others are reported.
+    """Parse ``paths`` into ``collection`` and store every file that could be read (in the SQLite file at
+    ``index_path``, or in the database at ``database_url``, default ``$DOCSERVER_DATABASE_URL``: ``location.py``); the
+    others are reported.
 
     A document's doc_id comes from the file's path relative to the folder given ("2023/bijlage-1-pdf": each part
     slugged, ``_named_id``), or from its name as before when it was named directly or lies at the top of the folder
@@ -213,9 +217,10 @@ def ingest_files(
     """
     if not COLLECTION_NAME.match(collection):
         raise ValueError(f"invalid collection name {collection!r}")
+    database_url = location.database_url(database_url)
     files, passed = walk.discover(paths, wanted=_wanted, follow_symlinks=follow_symlinks)
     names = _relative_names(paths, files)
-    stored = {} if force else stored_sources(index_path, collection)
+    stored = {} if force else by_source(stored_documents(index_path, database_url, collection))
     report = Report()
     for not_read in passed:
         report.failures.append(Failure(not_read.path, not_read.reason))
@@ -226,7 +231,7 @@ def ingest_files(
     try:
         _read_all(files, names, run, report, parsed, on_file=on_file, progress=progress)
         if parsed:
-            with DocumentStore(index_path) as store:
+            with open_store(index_path, database_url) as store:
                 store.save([(r.document, r.source) for r in parsed.values()], [r.original for r in parsed.values()])
     finally:  # the copies not moved among the originals (the save failed, or never came)
         for read in parsed.values():

@@ -44,8 +44,14 @@ import numpy as np
 from .documents import Chunk
 from .embeddings import Embedder, EmbeddingError
 from .index import Index
+from .searchable import Searchable
 from .store import IndexSchemaError, index_version, resolve_index_path
 from .vectors import embed_chunks
+
+try:
+    from psycopg import Error as _DatabaseError
+except ImportError:  # without the postgres extra there is no database to fail
+    _DatabaseError = OSError  # type: ignore[assignment,misc]
 
 __all__ = ["CHECK_INTERVAL_S", "QUERY_WAIT_S", "RELOAD_WAIT_S", "RETRY_S", "LiveIndex"]
 
@@ -55,7 +61,7 @@ CHECK_INTERVAL_S = 1.0
 RELOAD_WAIT_S = 0.1  # at most, after a reload began, for the calls that find it under way (bench section 11)
 # What reading a damaged, foreign or vanishing index file raises; the server keeps its previous index.
 # (JSON errors in stored metadata are ValueErrors.)
-_READ_ERRORS = (sqlite3.Error, OSError, ValueError, IndexSchemaError)
+_READ_ERRORS = (sqlite3.Error, OSError, ValueError, IndexSchemaError, _DatabaseError)
 _UNREAD = object()  # the version, when reading it failed
 QUERY_WAIT_S = 5.0  # at most, for a query's vector; then it is searched by its words alone
 RETRY_S = 30.0  # after the embedding endpoint failed: neither queries nor waiting passages go to it for this long
@@ -66,19 +72,22 @@ class LiveIndex:
 
     def __init__(
         self,
-        index: Index,
+        index: Searchable,
         *,
         corpus_dir: Path | str | None = None,
         index_path: Path | str | None = None,
+        database_url: str | None = None,
         check_interval_s: float = CHECK_INTERVAL_S,
         reload_wait_s: float = RELOAD_WAIT_S,
         embedder: Embedder | None = None,
     ) -> None:
-        """``index`` as ``Index.load(corpus_dir, index_path=index_path, vector_key=...)`` built it; without
-        ``index_path`` it is served as it is (an index built some other way cannot be rebuilt the same way)."""
+        """``index`` as ``Index.load(corpus_dir, index_path=index_path, vector_key=...)`` built it, or as
+        ``PostgresIndex.load(database_url)`` read it; without ``index_path`` or ``database_url`` it is served as it
+        is (an index built some other way cannot be rebuilt the same way)."""
         self._index = index
         self._corpus_dir = corpus_dir
-        self._path = resolve_index_path(index_path) if index_path is not None else None
+        self._path = resolve_index_path(index_path) if index_path is not None and database_url is None else None
+        self._database = database_url
         self._interval = check_interval_s
         self._wait = reload_wait_s
         self._checked = time.monotonic()
@@ -86,7 +95,7 @@ class LiveIndex:
         self._refresh: asyncio.Task[None] | None = None
         self.embedder = embedder
         self._catching_up: asyncio.Task[None] | None = None
-        self._waiting_in: Index | None = None  # the index whose waiting passages were last looked for
+        self._waiting_in: Searchable | None = None  # the index whose waiting passages were last looked for
         self._endpoint_down_until = 0.0  # monotonic: while the embedding endpoint is given a rest after a failure
         self._endpoint_error: str | None = None  # the last failure logged (of the endpoint, or storing vectors)
         self._catch_up_after = 0.0  # monotonic: when waiting passages are looked for again after a run fell short
@@ -100,9 +109,19 @@ class LiveIndex:
         check_interval_s: float = CHECK_INTERVAL_S,
         reload_wait_s: float = RELOAD_WAIT_S,
         embedder: Embedder | None = None,
+        database_url: str | None = None,
     ) -> "LiveIndex":
         """``corpus_dir`` (default: the bundled corpus) plus the index file (default: see ``store.py``), kept current;
-        with ``embedder``, searched by meaning too."""
+        with ``embedder``, searched by meaning too.  With ``database_url`` the library in that database instead
+        (``postgres/``), the corpus kept in step with it first."""
+        if database_url is not None:
+            if embedder is not None:
+                raise ValueError("searching by meaning (EMBEDDINGS_URL) is not available with a library in "
+                                 "PostgreSQL (DOCSERVER_DATABASE_URL) yet: unset one of them")
+            from .postgres.search import open_library
+
+            return cls(open_library(database_url, corpus_dir), corpus_dir=corpus_dir, database_url=database_url,
+                       check_interval_s=check_interval_s, reload_wait_s=reload_wait_s)
         path = resolve_index_path(index_path)
         index = Index.load(corpus_dir, index_path=path, vector_key=embedder.settings.key if embedder else None,
                            sentences=embedder is not None and embedder.settings.sentences)
@@ -110,7 +129,7 @@ class LiveIndex:
                    reload_wait_s=reload_wait_s, embedder=embedder)
 
     @property
-    def index(self) -> Index:
+    def index(self) -> Searchable:
         """The index as last loaded, without looking at the file."""
         return self._index
 
@@ -125,47 +144,63 @@ class LiveIndex:
         """The index file watched, or None when the index is served as it is."""
         return self._path
 
-    async def current(self) -> Index:
-        """The index to answer from, reloaded first when the file changed since it was read.
+    async def current(self) -> Searchable:
+        """The index to answer from, reloaded first when the file (or the database) changed since it was read.
 
         Looks at the file at most once per interval; calls arriving meanwhile wait for the same check, at most
         ``RELOAD_WAIT_S`` (a cancelled call, or one that stops waiting, does not cancel it for the others).
         """
-        if self._path is None:
+        if self._path is None and self._database is None:
             return self._index
-        self._catch_up_if_waiting(self._path)
+        if self._path is not None:
+            self._catch_up_if_waiting(self._path)
         task = self._refresh
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             now = time.monotonic()
             if now - self._checked < self._interval:
                 return self._index
             self._checked = now
-            task = self._refresh = asyncio.create_task(self._reload_if_changed(self._path), name="docserver-reload")
+            task = self._refresh = asyncio.create_task(self._reload_if_changed(), name="docserver-reload")
         # the wait is counted from when the check began: calls arriving later in a long reload do not wait again
         done, _ = await asyncio.wait({task}, timeout=max(0.0, self._checked + self._wait - time.monotonic()))
         if done:
             task.result()  # a failure other than an unreadable file (those are logged) is the caller's
         return self._index
 
-    async def _reload_if_changed(self, path: Path) -> None:
+    def _version(self) -> object:
+        if self._database is not None:
+            from .postgres.search import generation
+
+            return generation(self._database)
+        return index_version(self._path)
+
+    def _load(self) -> Searchable:
+        if self._database is not None:
+            from .postgres.search import PostgresIndex
+
+            return PostgresIndex.load(self._database, self._index)  # type: ignore[arg-type]
+        return Index.load(self._corpus_dir, index_path=self._path, previous=self._index,  # type: ignore[arg-type]
+                          vector_key=self._index.vector_key, sentences=self.sentence_match is not None)
+
+    async def _reload_if_changed(self) -> None:
         version: object = _UNREAD  # IndexVersion | None once read
+        where = self._path if self._path is not None else "library database"
         try:
-            version = await asyncio.to_thread(index_version, path)
+            version = await asyncio.to_thread(self._version)
             if version == self._index.source_version or (self._failed is not None and version == self._failed[0]):
                 return  # unchanged, or changed into a version that failed to load: wait for the next change
             started = time.perf_counter()
-            index = await asyncio.to_thread(Index.load, self._corpus_dir, index_path=path, previous=self._index,
-                                            vector_key=self._index.vector_key, sentences=self.sentence_match is not None)
+            index = await asyncio.to_thread(self._load)
         except _READ_ERRORS as exc:  # an unreadable version is tried again only once the file changes again
             if (version, str(exc)) != self._failed:
-                logger.warning("index %s changed but cannot be read (%s); serving the previous documents", path, exc)
+                logger.warning("index %s changed but cannot be read (%s); serving the previous documents", where, exc)
             self._failed = (version, str(exc))
             return
         self._index, self._failed = index, None
         logger.info(
             "index %s changed: reloaded %d documents, %d chunks in %.2f s",
-            path,
-            len(index.documents()),
+            where,
+            index.document_count,
             index.chunk_count,
             time.perf_counter() - started,
         )

@@ -17,7 +17,7 @@ from textkit.articles import ARTICLE_REF_ONE_LETTER, SECTION_ARTICLE
 from .documents import Chunk, Document
 from .hybrid import FUSION_DEPTH, SlotVectors, fuse
 
-__all__ = ["ARTICLE_BOOST", "SUMMARY_CHUNKS", "SUMMARY_DECAY", "best", "boost_articles", "fused"]
+__all__ = ["ARTICLE_BOOST", "SUMMARY_CHUNKS", "SUMMARY_DECAY", "article_of", "best", "boost_articles", "fused"]
 
 Pairs = Sequence[tuple[Document, Chunk] | None]
 
@@ -35,11 +35,11 @@ def boost_articles(scored: list[tuple[float, int]], pairs: Pairs, query: str) ->
     articles = {m.lower() for m in ARTICLE_REF_ONE_LETTER.findall(query)}
     if not articles:
         return scored
-    return [(score * (ARTICLE_BOOST if _article_of(pairs[i][1]) in articles else 1.0), i)  # type: ignore[index]
+    return [(score * (ARTICLE_BOOST if article_of(pairs[i][1]) in articles else 1.0), i)  # type: ignore[index]
             for score, i in scored]
 
 
-def _article_of(chunk: Chunk) -> str | None:
+def article_of(chunk: Chunk) -> str | None:
     """The article a chunk's section heading starts with ("Artikel 15a (deel 2)" -> "15a")."""
     match = SECTION_ARTICLE.match(chunk.section)
     return match.group(1).lower() if match else None

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketClose
 
+from . import location
 from .embeddings import Embedder, EmbeddingSettings
 from .index import Index
 from .live import LiveIndex
@@ -141,6 +142,7 @@ def create_app(
     index_path: Path | str | None = None,
     token: str | None = None,
     embeddings: EmbeddingSettings | None = None,
+    database_url: str | None = None,
 ) -> Starlette:
     """ASGI app: MCP streamable HTTP at ``/mcp`` and ``GET /health``.
 
@@ -151,18 +153,22 @@ def create_app(
     The index is built here from ``corpus_dir`` (default: the bundled corpus) plus the documents
     ingested into ``index_path`` (default: ``$DOCSERVER_INDEX`` or the checkout's ``data/`` folder,
     see ``store.py``), and rebuilt while serving when another process ingests into that file (see
-    ``live.py``).  Pass ``index`` to serve one already built, as it is.  With ``embeddings`` (an OpenAI-compatible
+    ``live.py``).  With ``database_url`` (default: ``$DOCSERVER_DATABASE_URL``) the library in that PostgreSQL
+    database instead, shared with every server on it (``postgres/``).  Pass ``index`` to serve one already built, as it
+    is.  With ``embeddings`` (an OpenAI-compatible
     embeddings endpoint) passages are searched by meaning too (``hybrid.py``; ``live.py`` embeds what waits).
     """
     embedder = Embedder(embeddings) if embeddings is not None else None
+    database_url = location.database_url(database_url)
     live = (LiveIndex(index, embedder=embedder) if index is not None
-            else LiveIndex.load(corpus_dir, index_path=index_path, embedder=embedder))
+            else LiveIndex.load(corpus_dir, index_path=index_path, embedder=embedder, database_url=database_url))
     logger.info(
         "%d documents, %d chunks in collections %s%s",
-        len(live.index.documents()),
+        live.index.document_count,
         live.index.chunk_count,
         ", ".join(c.name for c in live.index.collections),
-        f"; watching {live.path}" if live.path is not None else "",
+        f"; watching {live.path}" if live.path is not None else
+        f"; in {location.shown(database_url)}" if database_url and index is None else "",
     )
     server = build_server(live, read_document=read_document, list_collections=list_collections)
     app = _streamable_http_app(server, transport_security(host, allowed_hosts))

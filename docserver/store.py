@@ -31,7 +31,7 @@ save moves the copies an ingest made into place, and drops those no document use
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,10 +52,12 @@ __all__ = [
     "SourceFile",
     "StoredCollection",
     "StoredDocument",
+    "by_source",
     "default_index_path",
     "index_version",
     "list_stored",
     "load_documents",
+    "located",
     "load_snapshot",
     "read_snapshot",
     "resolve_index_path",
@@ -298,26 +300,30 @@ def stored_sources(index_path: Path | str | None, collection: str) -> dict[tuple
     sha256 as a stored document's source would be read into that same document again (as long as the readers
     do not change: ``ingest --force`` re-reads).  ``{}`` when the index file does not exist (not created here).
     """
-    return {(d.name or Path(d.source).name, d.sha256): d for d in list_stored(index_path, collection)
-            if d.source and d.sha256}
+    return by_source(list_stored(index_path, collection))
+
+
+def by_source(documents: Iterable[StoredDocument]) -> dict[tuple[str, str], StoredDocument]:
+    """``documents`` stored with a content hash by (name, sha256) of their source file (``stored_sources``)."""
+    return {(d.name or Path(d.source).name, d.sha256): d for d in documents if d.source and d.sha256}
 
 
 def _locate(connection: sqlite3.Connection, doc_ids: Sequence[str], collection: str | None) -> list[tuple[str, str]]:
     """The (collection, doc_id) of each of ``doc_ids``, or ``ValueError`` naming the unknown and ambiguous ones."""
-    keys: list[tuple[str, str]] = []
-    unknown: list[str] = []
-    ambiguous: list[str] = []
-    for doc_id in dict.fromkeys(doc_ids):
-        holders = [row[0] for row in connection.execute(
-            "SELECT collection FROM documents WHERE doc_id = ?1 AND (?2 IS NULL OR collection = ?2) ORDER BY collection",
-            (doc_id, collection),
-        )]
-        if not holders:
-            unknown.append(repr(doc_id))
-        elif len(holders) > 1:
-            ambiguous.append(f"{doc_id!r} is in collections {', '.join(holders)}")
-        else:
-            keys.append((holders[0], doc_id))
+    holders = {doc_id: [row[0] for row in connection.execute(
+        "SELECT collection FROM documents WHERE doc_id = ?1 AND (?2 IS NULL OR collection = ?2) ORDER BY collection",
+        (doc_id, collection),
+    )] for doc_id in dict.fromkeys(doc_ids)}
+    return located(doc_ids, holders, collection)
+
+
+def located(doc_ids: Sequence[str], holders: Mapping[str, Sequence[str]], collection: str | None
+            ) -> list[tuple[str, str]]:
+    """The (collection, doc_id) of each of ``doc_ids`` given the collections holding each (``holders``, sorted),
+    or ``ValueError`` naming every doc_id no collection holds and, without ``collection``, every one several do."""
+    unknown = [repr(d) for d in dict.fromkeys(doc_ids) if not holders.get(d)]
+    ambiguous = [f"{d!r} is in collections {', '.join(holders[d])}" for d in dict.fromkeys(doc_ids)
+                 if len(holders.get(d, ())) > 1]
     problems = []
     if unknown:
         where = f"in collection {collection!r}" if collection is not None else "in the index"
@@ -326,7 +332,7 @@ def _locate(connection: sqlite3.Connection, doc_ids: Sequence[str], collection: 
         problems.append("; ".join(ambiguous) + ": name the collection")
     if problems:
         raise ValueError("; ".join(problems))
-    return keys
+    return [(holders[d][0], d) for d in dict.fromkeys(doc_ids)]
 
 
 def write_document(db: sqlite3.Connection, doc: Document, source: SourceFile | None, ingested_at: str) -> None:

@@ -36,8 +36,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .documents import Chunk, Collection, Document, chunk_text
-from .index import Hit, Index
 from .live import LiveIndex
+from .searchable import Hit, Searchable
 
 try:  # mcp >= 2
     from mcp.server.mcpserver import MCPServer as SDKServer
@@ -110,7 +110,7 @@ def _source(hit: Hit, file_id: str | None = None) -> dict[str, Any]:
     }
 
 
-def _sources_resource(hits: Sequence[Hit], index: Index, collection: str) -> EmbeddedResource:
+def _sources_resource(hits: Sequence[Hit], index: Searchable, collection: str) -> EmbeddedResource:
     payload = {
         "fileCitations": True,
         "collection_version": index.version(collection),
@@ -132,18 +132,18 @@ def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[_text(message)], isError=True)
 
 
-def _unknown_collection(index: Index, name: str) -> CallToolResult:
+def _unknown_collection(index: Searchable, name: str) -> CallToolResult:
     known = ", ".join(c.name for c in index.collections)
     return _error(f"Unknown collection '{name}'. Known collections: {known}.")
 
 
-def format_document_list(index: Index, query: str) -> str:
+def format_document_list(index: Searchable, query: str) -> str:
     """Markdown list of matching titles, at most ``LIST_LIMIT`` per collection."""
     list_all = query.strip() in ("", "*")
     blocks: list[str] = []
     for collection in index.collections:
-        docs = index.documents(collection.name) if list_all else index.match_titles(query, collection.name)
-        docs = docs[:LIST_LIMIT]
+        docs = (index.listing(collection.name, LIST_LIMIT) if list_all
+                else index.match_titles(query, collection.name)[:LIST_LIMIT])
         if not docs:
             continue
         lines = [f"## {collection.display_name} ({len(docs)} results)", ""]
@@ -166,29 +166,31 @@ def _heading(section: str, title: str) -> str | None:
     return heading if heading and heading != title else None
 
 
-def collection_summary(index: Index, collection: Collection) -> dict[str, Any]:
+def collection_summary(index: Searchable, collection: Collection) -> dict[str, Any]:
     """What ``list_collections`` says of one collection: its names and focus, counts, version, the first titles
     (by doc_id), its most frequent section headings and the most common language of its documents."""
-    documents = index.documents(collection.name)
-    headings = Counter(h for d in documents for c in d.chunks if (h := _heading(c.section, d.title)))
-    languages = Counter(d.language for d in documents if d.language)
+    outline = index.outline(collection.name, SUMMARY_ITEMS)
+    headings: Counter[str] = Counter()
+    for (title, section), count in outline.sections.items():
+        if heading := _heading(section, title):
+            headings[heading] += count
     return {
         "name": collection.name,
         "display_name": collection.display_name,
         "focus": collection.focus,
-        "documents": len(documents),
-        "chunks": sum(len(d.chunks) for d in documents),
+        "documents": outline.documents,
+        "chunks": outline.chunks,
         "version": index.version(collection.name),
-        "titles": [d.title for d in documents[:SUMMARY_ITEMS]],
+        "titles": outline.titles,
         "headings": [heading for heading, _ in headings.most_common(SUMMARY_ITEMS)],
-        "language": languages.most_common(1)[0][0] if languages else None,
+        "language": outline.languages.most_common(1)[0][0] if outline.languages else None,
     }
 
 
-_SUMMARIES: "weakref.WeakKeyDictionary[Index, str]" = weakref.WeakKeyDictionary()  # per index served: the JSON
+_SUMMARIES: "weakref.WeakKeyDictionary[Searchable, str]" = weakref.WeakKeyDictionary()  # per index served: the JSON
 
 
-def format_collections(index: Index) -> str:
+def format_collections(index: Searchable) -> str:
     """The ``list_collections`` JSON of ``index``, worked out once per index (a reload makes a new one)."""
     if index not in _SUMMARIES:
         summaries = [collection_summary(index, c) for c in index.collections]
@@ -217,14 +219,14 @@ def _keep_root_logging() -> Iterator[None]:
         root.handlers[:] = handlers
 
 
-async def _vector(live: LiveIndex, index: Index, collection: str, query: str) -> np.ndarray | None:
+async def _vector(live: LiveIndex, index: Searchable, collection: str, query: str) -> np.ndarray | None:
     """The query's vector when ``collection`` has passage vectors to compare it with (the embedder keeps recent
     queries: a question searched in several collections is embedded once)."""
     return await live.query_vector(query) if index.searches_by_meaning(collection) else None
 
 
 def build_server(
-    index: Index | LiveIndex, *, read_document: bool = True, list_collections: bool = True,
+    index: Searchable | LiveIndex, *, read_document: bool = True, list_collections: bool = True,
     name: str = "neo-nl-docserver",
 ) -> SDKServer:
     """An MCP server exposing ``index`` through the genai-utils tool contract; ``list_collections=False`` leaves
@@ -270,7 +272,7 @@ def build_server(
         return JSONResponse(
             {
                 "status": "ok",
-                "documents": len(index.documents()),
+                "documents": index.document_count,
                 "chunks": index.chunk_count,
                 "collections": [c.name for c in index.collections],
                 "versions": {c.name: index.version(c.name) for c in index.collections},

@@ -106,7 +106,7 @@ def test_container_runs_as_non_root() -> None:
     assert "privileged" not in compose
 
 
-@pytest.mark.parametrize("profile", ["", "webui", "cache", "llm"])
+@pytest.mark.parametrize("profile", ["", "webui", "cache", "llm", "tracing", "postgres"])
 def test_compose_file_validates(profile: str) -> None:
     import subprocess
 

@@ -1,0 +1,290 @@
+"""Searching the library in PostgreSQL: one version of it as the tools read it (``searchable.Searchable``).
+
+``PostgresIndex.load`` reads what is small and changes with the library: the counters (its version, every
+collection's), the collections, each collection's chunk count and average length, the files documents were read
+from, and the vocabulary (only when the tokens changed: the compound splits of queries).  Everything else is read
+per call: a search reads its query stems' document frequencies and their champion postings, ranks the chunks they
+name, scores the best ``postings.CANDIDATES`` exactly and ranks those as the index in memory does (``ranking.py``:
+named articles, long summaries, ties).  A new document is searchable as soon as its save commits, on any server;
+the counters reach a server at its next look (``live.py``), and with them the versions clients cache by.
+"""
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from textkit import analyze, stems
+from textkit.articles import ARTICLE_REF_ONE_LETTER
+
+from .. import postings, ranking
+from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
+from ..documents import Chunk, Collection, Document
+from ..searchable import Hit, Outline
+from ..vocabulary import Vocabulary
+from . import schema
+from .store import PostgresStore
+
+__all__ = ["PostgresIndex", "generation", "open_library"]
+
+_CHUNK = "c.id, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end"
+_DOCUMENT = "d.collection, d.doc_id, d.title, d.year, d.url, d.kind, d.language, d.disclaimer, d.metadata"
+_CHAMPIONS = """
+WITH q(stem, term, weight, idf) AS (SELECT * FROM unnest(%(stems)s::text[], %(terms)s::int[], %(weights)s::float8[],
+                                                         %(idfs)s::float8[])),
+p AS (SELECT q.term, q.weight * q.idf * p.impact AS s, p.chunk FROM q CROSS JOIN LATERAL (
+        SELECT chunk, impact FROM postings WHERE collection = %(collection)s AND stem = q.stem
+        ORDER BY impact DESC LIMIT %(champions)s) p),
+t AS (SELECT chunk, term, max(s) AS s FROM p GROUP BY chunk, term)
+SELECT chunk FROM t GROUP BY chunk ORDER BY sum(s) DESC, chunk LIMIT %(candidates)s
+"""
+_CANDIDATES = """
+SELECT c.id, c.doc_id, c.chunk_index, c.section, c.length, d.kind, m.stems, m.tfs
+FROM chunks c JOIN documents d ON d.id = c.document
+CROSS JOIN LATERAL (SELECT array_agg(s.stem) AS stems, array_agg(s.tf) AS tfs FROM unnest(c.stems, c.tfs) s(stem, tf)
+                    WHERE s.stem = ANY(%(stems)s)) m
+WHERE c.id = ANY(%(ids)s) OR (c.collection = %(collection)s AND (c.doc_id = %(doc_id)s
+                                                                 OR c.article = ANY(%(articles)s)))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class _Stats:
+    chunks: int
+    length: float
+
+    @property
+    def avgdl(self) -> float:
+        return (self.length / self.chunks if self.chunks else 0.0) or 1.0
+
+
+def _document(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document:
+    collection, doc_id, title, year, url, kind, language, disclaimer, metadata = row
+    return Document(doc_id, collection, title, chunks, year, url, kind, language, disclaimer,  # type: ignore[arg-type]
+                    metadata if isinstance(metadata, dict) else json.loads(metadata))  # type: ignore[arg-type]
+
+
+def _chunk(collection: str, row: Sequence[object]) -> Chunk:
+    _, doc_id, index, title, section, text, url, page, page_end = row[:9]
+    return Chunk(doc_id, collection, index, title, section, text, url, page, page_end)  # type: ignore[arg-type]
+
+
+class _Connections(threading.local):
+    """A connection per thread that reads the library, shared by the versions a server loads one after another
+    (opened again after it broke: the database restarted)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.connection: psycopg.Connection | None = None
+
+    def get(self) -> psycopg.Connection:
+        if self.connection is None or self.connection.closed or self.connection.broken:
+            self.connection = schema.connect(self.url, autocommit=True)
+        return self.connection
+
+
+_WATCHED: dict[str, _Connections] = {}
+
+
+def generation(url: str) -> int:
+    """The library's generation counter: what a server looks at to tell that the library changed."""
+    connections = _WATCHED.setdefault(url, _Connections(url))
+    return schema.generation(connections.get())
+
+
+def open_library(url: str, corpus_dir: Path | str | None = None) -> "PostgresIndex":
+    """The library in the database at ``url`` (its tables created when missing) with the corpus at
+    ``corpus_dir`` (default: the bundled one) kept in step: what a server serves at start-up."""
+    root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
+    with PostgresStore(url) as store:
+        store.sync_corpus(load_corpus(root), [(c.name, c.display_name, c.focus) for c in load_collections(root)])
+    return PostgresIndex.load(url)
+
+
+class PostgresIndex:
+    """One version of the library in the database at ``url`` (``load``); searches read the database itself."""
+
+    vector_key: str | None = None
+
+    def __init__(self, url: str, counters: dict[str, int], collections: list[Collection],
+                 stats: dict[str, _Stats], vocabulary: Vocabulary, file_ids: dict[tuple[str, str], str]) -> None:
+        self.url = url
+        self.source_version = counters.get("generation", 0)
+        self._counters = counters
+        self.versions = schema.collection_versions(counters)
+        self._collections = {c.name: c for c in collections}
+        self._stats = stats
+        self.vocabulary = vocabulary
+        self.file_ids = file_ids
+        self._connections = _Connections(url)
+
+    @classmethod
+    def load(cls, url: str, previous: "PostgresIndex | None" = None) -> "PostgresIndex":
+        """The library's current version, reusing ``previous``'s vocabulary when the tokens did not change."""
+        with schema.connect(url, autocommit=True) as db, db.transaction():
+            db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            counters = schema.counters(db)
+            stats = {name: _Stats(chunks, length) for name, chunks, length in db.execute(
+                "SELECT collection, chunks, length FROM collection_stats WHERE chunks > 0")}
+            collections = [Collection(name, display, focus) for name, display, focus in db.execute(
+                "SELECT name, display_name, focus FROM collections ORDER BY NOT bundled, created_at, name")]
+            named = {c.name for c in collections}
+            collections += [Collection(name, name) for name in sorted(stats) if name not in named]
+            if previous is not None and previous._counters.get("vocabulary") == counters.get("vocabulary"):
+                vocabulary = previous.vocabulary
+            else:
+                vocabulary = Vocabulary.of(Counter(dict(db.execute("SELECT token, count FROM tokens"))),
+                                           decompound=True)
+            file_ids = {(c, d): f for c, d, f in db.execute(
+                "SELECT collection, doc_id, file_id FROM documents WHERE file_id IS NOT NULL")}
+        index = cls(url, counters, collections, stats, vocabulary, file_ids)
+        if previous is not None:
+            index._connections = previous._connections
+        return index
+
+    def _db(self) -> psycopg.Connection:
+        return self._connections.get()
+
+    # --- the library's outline -----------------------------------------------------------------
+
+    @property
+    def collections(self) -> list[Collection]:
+        return list(self._collections.values())
+
+    def collection(self, name: str) -> Collection | None:
+        return self._collections.get(name)
+
+    @property
+    def chunk_count(self) -> int:
+        return sum(s.chunks for s in self._stats.values())
+
+    @property
+    def document_count(self) -> int:
+        return int(self._db().execute("SELECT count(*) FROM documents").fetchone()[0])  # type: ignore[index]
+
+    def version(self, collection: str) -> str:
+        return self.versions.get(collection, "0")
+
+    def file_id(self, collection: str, doc_id: str) -> str | None:
+        return self.file_ids.get((collection, doc_id))
+
+    def listing(self, collection: str, limit: int) -> list[Document]:
+        """The first ``limit`` documents of ``collection`` (by doc_id), without their chunks."""
+        rows = self._db().execute(f"SELECT {_DOCUMENT} FROM documents d WHERE collection = %s ORDER BY doc_id "
+                                  "LIMIT %s", (collection, limit)).fetchall()
+        return [_document(row) for row in rows]
+
+    def outline(self, collection: str, titles: int) -> Outline:
+        db = self._db()
+        documents = db.execute("SELECT count(*) FROM documents WHERE collection = %s", (collection,)).fetchone()
+        first = db.execute("SELECT title FROM documents WHERE collection = %s ORDER BY doc_id LIMIT %s",
+                           (collection, titles)).fetchall()
+        sections = db.execute("SELECT title, section, count(*) FROM chunks WHERE collection = %s "
+                              "GROUP BY title, section ORDER BY min(id)", (collection,)).fetchall()
+        languages = db.execute("SELECT language, count(*) FROM documents WHERE collection = %s AND language IS NOT "
+                               "NULL GROUP BY language ORDER BY min(doc_id)", (collection,)).fetchall()
+        stats = self._stats.get(collection)
+        return Outline(documents[0] if documents else 0, stats.chunks if stats else 0, [t for t, in first],
+                       Counter({(t, s): n for t, s, n in sections}), Counter(dict(languages)))
+
+    def document(self, collection: str, doc_id: str) -> Document | None:
+        db = self._db()
+        row = db.execute(f"SELECT {_DOCUMENT} FROM documents d WHERE collection = %s AND doc_id = %s",
+                         (collection, doc_id)).fetchone()
+        if row is None:
+            return None
+        chunks = db.execute(f"SELECT {_CHUNK} FROM chunks c WHERE collection = %s AND doc_id = %s "
+                            "ORDER BY chunk_index", (collection, doc_id)).fetchall()
+        return _document(row, tuple(_chunk(collection, c) for c in chunks))
+
+    def match_titles(self, query: str, collection: str) -> list[Document]:
+        """Documents whose title shares a stem with ``query``; most matched query words first, then by doc_id."""
+        tokens = list(dict.fromkeys(analyze(query)))
+        rows = self._db().execute(
+            f"SELECT {_DOCUMENT}, d.title_stems FROM documents d WHERE collection = %s AND title_stems && %s",
+            (collection, sorted({s for token in tokens for s in token}))).fetchall()
+        scored = [(-sum(bool(token & set(row[-1])) for token in tokens), row[1], row[:-1]) for row in rows]
+        return [_document(row) for _, _, row in sorted(scored)]
+
+    def searches_by_meaning(self, collection: str) -> bool:
+        return False
+
+    def waiting(self) -> list[Chunk]:
+        return []
+
+    # --- search ---------------------------------------------------------------------------------
+
+    def search(self, query: str, collection: str, *, limit: int | None = 10, doc_id: str | None = None,
+               query_vector: np.ndarray | None = None, fusion: tuple[float, float] | None = None,
+               sentence_match: float | None = None) -> list[Hit]:
+        """Best chunks of ``collection`` (optionally of one document) for ``query`` by its words (see the module
+        docstring); ``query_vector``, ``fusion`` and ``sentence_match`` are not used (no search by meaning yet)."""
+        if collection not in self._collections:
+            raise KeyError(collection)
+        stats = self._stats.get(collection)
+        asked = postings.query(self.vocabulary, query)
+        if stats is None or not asked.tokens:
+            return []
+        db = self._db()
+        dfs = dict(db.execute("SELECT stem, df FROM stems WHERE collection = %s AND stem = ANY(%s)",
+                              (collection, asked.stems)).fetchall())
+        idfs = {stem: postings.idf(stats.chunks, df) for stem, df in dfs.items()}
+        candidates = self._candidates(db, asked, idfs, collection, doc_id, query)
+        pairs = [(Document(row[1], collection, "", (), kind=row[5]), Chunk(row[1], collection, row[2], "", row[3], ""))
+                 for row in candidates]  # what ranking reads: doc_id, kind, chunk_index, section
+        frequencies = [dict(zip(row[6] or (), row[7] or (), strict=True)) for row in candidates]
+        scored = [(score, i) for i, row in enumerate(candidates)
+                  if (score := postings.score(asked.weights, frequencies[i], row[4], idfs, stats.avgdl)) > 0]
+        scored = ranking.boost_articles(scored, pairs, query)
+        ranked = ranking.best(scored, pairs, limit)  # type: ignore[arg-type]
+        raw = {i: score for score, i in scored}  # before a long summary's discount, as the index reports it
+        top = ranked[0][0] if ranked else 1.0
+        found = self._passages(db, [candidates[i][0] for _, i in ranked])
+        return [Hit(*found[candidates[i][0]], raw[i], round(score / top, 4), self._matched(asked, frequencies[i]))
+                for score, i in ranked]
+
+    def _candidates(self, db: psycopg.Connection, asked: postings.Query, idfs: dict[str, float], collection: str,
+                    doc_id: str | None, query: str) -> list[tuple]:
+        """The chunks a search scores: the document's own, else the best by the champion postings and those of the
+        articles the query names; per chunk (id, doc_id, chunk_index, section, length, its document's kind, and the
+        query stems it holds with their counts)."""
+        wanted = {"stems": asked.stems, "collection": collection, "doc_id": doc_id, "ids": [],
+                  "articles": [] if doc_id is not None else sorted({m.lower() for m in
+                                                                    ARTICLE_REF_ONE_LETTER.findall(query)})}
+        if doc_id is None:
+            rows = [(stem, number, weight, idfs[stem]) for number, (term, weight) in enumerate(asked.weights.items())
+                    for stem in sorted(term) if stem in idfs]
+            stems, numbers, weights, idf_values = (list(column) for column in zip(*rows, strict=True)) if rows else (
+                [], [], [], [])
+            wanted["ids"] = [row[0] for row in db.execute(_CHAMPIONS, {
+                "stems": stems, "terms": numbers, "weights": weights, "idfs": idf_values, "collection": collection,
+                "champions": postings.CHAMPIONS, "candidates": postings.CANDIDATES})]
+        return db.execute(_CANDIDATES, wanted).fetchall()
+
+    def _passages(self, db: psycopg.Connection, ids: list[int]) -> dict[int, tuple[Document, Chunk]]:
+        """The chunks ``ids`` whole, with their documents (without chunks), by chunk id."""
+        rows = db.execute(f"SELECT {_CHUNK}, {_DOCUMENT} FROM chunks c JOIN documents d ON d.id = c.document "
+                          "WHERE c.id = ANY(%s)", (ids,)).fetchall()
+        documents: dict[str, Document] = {}
+        found = {}
+        for row in rows:
+            chunk = _chunk(row[9], row)  # type: ignore[arg-type]
+            found[row[0]] = (documents.setdefault(chunk.doc_id, _document(row[9:])), chunk)
+        return found
+    def _matched(self, asked: postings.Query, frequencies: dict[str, float]) -> float:
+        """The share of the query's distinct tokens the chunk holds (``Index._matched_terms``)."""
+        if not asked.tokens:
+            return 0.0
+        found = 0
+        for token in asked.tokens:
+            variants = [stems(token), *(stems(compound) for compound in asked.compounds.get(token, ()))]
+            parts = [stems(p) for p in self.vocabulary.split(token)]
+            if any(postings.contains(frequencies, v) for v in variants) or (
+                    parts and all(postings.contains(frequencies, p) for p in parts)):
+                found += 1
+        return round(found / len(asked.tokens), 3)

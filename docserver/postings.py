@@ -1,0 +1,106 @@
+"""BM25 over postings kept in a database: what a chunk is indexed as, and how a search scores its candidates.
+
+The index in memory (``index.py``) scores every posting of every query stem.  A database engine cannot afford that
+on a large library (a question's common words match most chunks), so it reads per stem only its ``CHAMPIONS``
+postings of the highest *impact* (a posting's BM25 term score without the IDF, ``impact``: an index on (stem,
+impact) hands them over without reading the rest), sums those into a first ranking, and scores its best
+``CANDIDATES`` chunks exactly from their own stems and counts (``score``).  A chunk that is not among the
+champions of any stem it holds is missed; ranking among the candidates is exactly the index's.  With fewer
+postings than ``CHAMPIONS`` (a rare stem, a small collection) nothing is left out: there the ranking is the index's.
+
+The terms are the index's (``vocabulary.py``): Dutch and English stems per token, compound parts at
+``PART_WEIGHT``, title and section words ``HEADER_BOOST`` times; BM25 with its ``K1`` and ``B`` and its IDF.
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from textkit import stems, tokenize
+
+from .documents import Chunk
+from .vocabulary import HEADER_BOOST, PART_WEIGHT, Vocabulary, chunk_tokens
+
+__all__ = ["B", "CANDIDATES", "CHAMPIONS", "K1", "ChunkTerms", "Query", "chunk_terms", "idf", "impact", "query",
+           "score"]
+
+K1, B = 1.5, 0.75  # as ``Index``'s defaults
+CHAMPIONS = 2000  # per query stem, the postings of highest impact read; more: closer to exact, slower (bench)
+CANDIDATES = 300  # chunks of the first ranking scored exactly; at least a search's limit plus the fusion depth
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkTerms:
+    """A chunk as BM25 counts it: its weighted count per stem and its length (tokens, header words counted
+    ``HEADER_BOOST`` times)."""
+
+    frequencies: dict[str, float]
+    length: int
+
+
+def chunk_terms(vocabulary: Vocabulary, chunk: Chunk) -> ChunkTerms:
+    """What ``chunk`` is indexed as with ``vocabulary``'s compound splits."""
+    text, header = chunk_tokens(chunk)
+    return ChunkTerms(vocabulary.frequencies(text, header), len(text) + len(header) * HEADER_BOOST)
+
+
+def norm(length: float, avgdl: float) -> float:
+    """BM25's length normalisation of a chunk ``length`` tokens long."""
+    return K1 * (1 - B + B * length / (avgdl or 1.0))
+
+
+def impact(tf: float, length: float, avgdl: float) -> float:
+    """A posting's term score without the IDF: what orders a stem's postings (champions first)."""
+    return tf * (K1 + 1) / (tf + norm(length, avgdl))
+
+
+def idf(chunks: int, df: int) -> float:
+    """Lucene-style IDF, as ``bm25.BM25``: always positive."""
+    return math.log(1 + (chunks - df + 0.5) / (df + 0.5))
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A query's words as a search counts them: its distinct tokens, the corpus compounds holding the ones the
+    corpus only knows inside compounds, and per distinct stem set its weight (a word both whole and a part counts
+    whole)."""
+
+    tokens: list[str]
+    compounds: dict[str, list[str]]
+    weights: dict[frozenset[str], float]
+
+    @property
+    def stems(self) -> list[str]:
+        """Every stem of every term, once."""
+        return sorted({stem for term in self.weights for stem in term})
+
+
+def query(vocabulary: Vocabulary, text: str) -> Query:
+    """``text`` as ``Index.search`` counts it."""
+    tokens = list(dict.fromkeys(tokenize(text)))
+    compounds = vocabulary.compounds_with(tokens)
+    weights: dict[frozenset[str], float] = {}
+    terms = vocabulary.terms(tokens) + [(stems(w), PART_WEIGHT) for found in compounds.values() for w in found]
+    for token_stems, weight in terms:
+        weights[token_stems] = max(weight, weights.get(token_stems, 0.0))
+    return Query(tokens, compounds, weights)
+
+
+def score(weights: Mapping[frozenset[str], float], frequencies: Mapping[str, float], length: float,
+          idfs: Mapping[str, float], avgdl: float) -> float:
+    """A chunk's BM25 score for a query, as ``bm25.BM25.scores`` gives it: each term once, by its best stem,
+    times its weight."""
+    total, chunk_norm = 0.0, norm(length, avgdl)
+    for term, weight in weights.items():
+        best = 0.0
+        for stem in sorted(term):
+            tf = frequencies.get(stem)
+            if tf and stem in idfs:
+                best = max(best, idfs[stem] * tf * (K1 + 1) / (tf + chunk_norm))
+        if best:
+            total += best if weight == 1.0 else weight * best
+    return total
+
+
+def contains(frequencies: Mapping[str, float], term: Sequence[str] | frozenset[str]) -> bool:
+    return any(stem in frequencies for stem in term)
