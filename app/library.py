@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from app.access import Access, Caller
 from app.errors import APIError
+from app.links import link_key
 from app.settings import Settings
 from graph.clients.mcp_client import DocumentClient, DocumentError
 
@@ -44,13 +45,14 @@ class LibraryService:
     """The library's write side for one service process: `docserver.library.Library` calls off the event loop, the
     pool that reads files, the access rules for files."""
 
-    def __init__(self, settings: Settings, index_path: Path, access: Access, docs: DocumentClient,
+    def __init__(self, settings: Settings, index_path: Path | str, access: Access, docs: DocumentClient,
                  changed: Callable[[], Awaitable[None]]) -> None:
-        """`changed()`: the service looks at the library again (its catalog follows what it holds)."""
+        """`index_path`: the index file, or the database's URL (`library_index`); `changed()`: the service looks at
+        the library again (its catalog follows what it holds)."""
         from docserver.formats import Limits
-        from docserver.library import Library
+        from docserver.library import open_library
 
-        self.library = Library(index_path)
+        self.library = open_library(index_path)
         self.index_path = index_path
         self.access = access
         self.docs, self.changed = docs, changed
@@ -166,20 +168,32 @@ class LibraryService:
         for task in list(self._tasks):
             task.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.library.close()
 
 
-def library_index(settings: Settings, embedded: bool) -> Path | None:
-    """The index the service writes uploads to: the embedded server's (DOCSERVER_INDEX, else its default), or with
-    an external MCP server the one DOCSERVER_INDEX names (shared with a standalone reference server, as in
-    docker-compose); None: uploads are off, or the document server is one the service cannot write to.  A library
-    in PostgreSQL (DOCSERVER_DATABASE_URL) takes documents from `python -m docserver ingest` only: uploads are off."""
-    from docserver.location import DATABASE_ENV
+def library_index(settings: Settings, embedded: bool) -> Path | str | None:
+    """The library the service writes uploads to: the database DOCSERVER_DATABASE_URL names (its URL; shared by
+    every replica), else the embedded server's index file (DOCSERVER_INDEX, else its default), or with an external
+    MCP server the one DOCSERVER_INDEX names (shared with a standalone reference server, as in docker-compose);
+    None: uploads are off, or the document server is one the service cannot write to."""
+    from docserver.location import database_url
     from docserver.store import INDEX_ENV, resolve_index_path
 
-    if settings.uploads == "off" or not (embedded or os.environ.get(INDEX_ENV, "").strip()):
+    url = database_url()
+    if settings.uploads == "off" or not (embedded or url or os.environ.get(INDEX_ENV, "").strip()):
         return None
-    if os.environ.get(DATABASE_ENV, "").strip():
-        log.warning("uploads are off: the library is in PostgreSQL (%s), which takes documents from "
-                    "`python -m docserver ingest`", DATABASE_ENV)
-        return None
-    return resolve_index_path()
+    return url or resolve_index_path()
+
+
+def library_link_key(settings: Settings, location: Path | str) -> bytes:
+    """The key that signs source links: LINK_SECRET, else one kept with the library (beside the index file, or in
+    the database: the same for every replica on it)."""
+    if isinstance(location, str) and not settings.link_secret:
+        from docserver.postgres.library import PostgresLibrary
+
+        library = PostgresLibrary(location)
+        try:
+            return library.key("link")
+        finally:
+            library.close()
+    return link_key(settings.link_secret, Path(location).parent)

@@ -11,8 +11,8 @@ from functools import partial
 from typing import Any
 
 from app.access import Access
-from app.library import LibraryService, library_index
-from app.links import link_key, signed_link
+from app.library import LibraryService, library_index, library_link_key
+from app.links import signed_link
 from app.settings import Settings
 from app.tracing import Tracing
 from graph.answer.prompts import Prompts
@@ -53,7 +53,7 @@ class Services:
         index = library_index(settings, embedded is not None)
         file_link, key = None, b""  # a passage from a file the service keeps links to it (only it serves the file)
         if index is not None:
-            key = await asyncio.to_thread(link_key, settings.link_secret, index.parent)
+            key = await asyncio.to_thread(library_link_key, settings, index)
             file_link = partial(signed_link, public_url(settings), key)
         docs = DocumentClient(
             url,

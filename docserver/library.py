@@ -20,12 +20,12 @@ import re
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Any, Literal
 
 from textkit.untrusted import plain
 
@@ -36,7 +36,8 @@ from .ingest import COLLECTION_NAME, file_sha256, read_file, with_id
 from .originals import drop_unused_originals, incoming_dir, originals_dir
 from .store import SourceFile, resolve_index_path, write_document
 
-__all__ = ["FILE_ID", "Attachment", "AttachmentStatus", "CollectionInfo", "Library", "StoredFile", "ingest_attached"]
+__all__ = ["FILE_ID", "Attachment", "AttachmentStatus", "CollectionInfo", "Library", "StoredFile", "cancelled",
+           "free_id", "ingest_attached", "open_library", "upload_name"]
 
 logger = logging.getLogger("docserver")
 
@@ -125,21 +126,21 @@ def _infos(db: sqlite3.Connection, name: str | None) -> list[CollectionInfo]:
     return infos
 
 
-def _upload_name(filename: str) -> Path:
+def upload_name(filename: str) -> Path:
     """The name a stored file is read under (its suffix and stem: format hints, title, doc_id), without any
     folder a client put in front of it."""
     name = PurePosixPath(filename.replace("\\", "/")).name
     return Path(name if name not in ("", ".", "..") else "upload")
 
 
-def _free_id(db: sqlite3.Connection, collection: str, doc_id: str, file_id: str) -> str:
-    """``doc_id``, or (when a document of another file holds it in ``collection``) it with a suffix from
-    ``file_id``: two uploads of one name are two documents."""
+def free_id(doc_id: str, file_id: str, holder: Callable[[str], tuple[str | None] | None]) -> str:
+    """``doc_id``, or (when a document of another file holds it in the collection: ``holder(doc_id)`` is the row
+    of its file id, None when no document has that id) it with a suffix from ``file_id``: two uploads of one name
+    are two documents."""
     suffix = file_id.removeprefix("file-")
     for candidate in (doc_id, f"{doc_id}-{suffix[:8]}", f"{doc_id}-{suffix}"):
-        holder = db.execute("SELECT file_id FROM documents WHERE collection = ? AND doc_id = ?",
-                            (collection, candidate)).fetchone()
-        if holder is None or holder[0] == file_id:
+        found = holder(candidate)
+        if found is None or found[0] == file_id:
             return candidate
     return f"{doc_id}-{suffix}-{secrets.token_hex(4)}"
 
@@ -155,6 +156,9 @@ class Library:
         self.incoming()
         with closing(schema.connect(self.path)) as db:
             schema.prepare(db, self.path)
+
+    def close(self) -> None:
+        """Nothing to close: every call opens and closes its own connection."""
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -326,20 +330,22 @@ class Library:
         if removed:
             schema.bump(db, [attached.collection])
 
-    def _completed(self, doc: Document, source: SourceFile, attached: Attachment) -> Attachment:
+    def completed(self, doc: Document, source: SourceFile, attached: Attachment) -> Attachment:
         """Store the document read from an attachment's file and record it completed, unless it was detached
         meanwhile (then cancelled, and nothing is stored)."""
         with self._writing() as db:
             now = _attachment(db, attached.collection, attached.file_id)
             if now is None:
-                return _cancelled(attached)
-            doc = with_id(doc, now.doc_id or _free_id(db, now.collection, doc.doc_id, now.file_id))
+                return cancelled(attached)
+            doc = with_id(doc, now.doc_id or free_id(doc.doc_id, now.file_id, lambda candidate: db.execute(
+                "SELECT file_id FROM documents WHERE collection = ? AND doc_id = ?", (now.collection, candidate)
+            ).fetchone()))
             write_document(db, doc, source, datetime.now(UTC).isoformat(timespec="seconds"))
             db.execute("UPDATE attachments SET status = 'completed', doc_id = ?, chunks = ?, last_error = NULL "
                        "WHERE collection = ? AND file_id = ?", (doc.doc_id, len(doc.chunks), now.collection,
                                                                  now.file_id))
             schema.bump(db, [now.collection])
-            return _attachment(db, now.collection, now.file_id) or _cancelled(now)
+            return _attachment(db, now.collection, now.file_id) or cancelled(now)
 
     def fail(self, collection: str, file_id: str, reason: str) -> Attachment | None:
         """Record the attachment failed with ``reason`` (say, the worker reading it died), removing a document read
@@ -353,12 +359,9 @@ class Library:
                        "WHERE collection = ? AND file_id = ?", (plain(reason), collection, file_id))
             return _attachment(db, collection, file_id)
 
-    def _failed(self, attached: Attachment, reason: str) -> Attachment:
-        """``fail``, or cancelled when the attachment is gone (detached while its file was read)."""
-        return self.fail(attached.collection, attached.file_id, reason) or _cancelled(attached)
 
 
-def _cancelled(attached: Attachment) -> Attachment:
+def cancelled(attached: Attachment) -> Attachment:
     """What became of an attachment detached (or its file deleted) while its file was read: nothing stored."""
     return Attachment(attached.collection, attached.file_id, "cancelled", attached.created_at, None, None, 0,
                       attached.bytes)
@@ -370,22 +373,43 @@ def ingest_attached(index_path: Path | str | None, collection: str, file_id: str
     and sniffing limits of ``formats.load``, ``parse_bytes``, the same refusal reasons), and record it completed
     (doc_id, chunks) or failed (``last_error``: the reason).  Module-level with picklable arguments: the app runs it
     in a worker process.  An attachment detached meanwhile (or never made) comes back cancelled, nothing stored.
+    ``index_path`` may be a postgresql:// URL: the library in that database (``postgres/library.py``).
 
     The doc_id is the slug of the uploaded file's name (as an ingest names a file named to it), with a suffix from
     the file id when another file's document holds it in the collection."""
-    library = Library(index_path)
+    library = open_library(index_path)
+    try:
+        return _ingest_attached(library, collection, file_id, limits)
+    finally:
+        library.close()
+
+
+def open_library(location: Path | str | None) -> Any:
+    """The library at ``location``: the SQLite file at a path, the database at a postgresql:// URL."""
+    if isinstance(location, str) and location.startswith(("postgresql://", "postgres://")):
+        from .postgres.library import PostgresLibrary
+
+        return PostgresLibrary(location)
+    return Library(location)
+
+
+def _ingest_attached(library: Any, collection: str, file_id: str, limits: Limits | None) -> Attachment:
     attached = library.attachment(collection, file_id)
     if attached is None:
         return Attachment(collection, file_id, "cancelled", int(time.time()), None, None, 0, 0)
     stored, path = library.file(file_id), library.file_path(file_id)
+
+    def failed(reason: str) -> Attachment:  # or cancelled: detached while its file was read
+        return library.fail(collection, file_id, reason) or cancelled(attached)
+
     if stored is None or path is None:
-        return library._failed(attached, "the file's original bytes are gone")
+        return failed("the file's original bytes are gone")
     try:
         with path.open("rb") as stream:
-            doc, _, _ = read_file(stream, _upload_name(stored.filename), collection, limits or Limits())
+            doc, _, _ = read_file(stream, upload_name(stored.filename), collection, limits or Limits())
     except (OSError, ValueError) as exc:  # Refused is a ValueError: the reason the CLI gives
-        return library._failed(attached, str(exc) or type(exc).__name__)
+        return failed(str(exc) or type(exc).__name__)
     except Exception as exc:  # a reader's bug must not leave the attachment in progress for ever: recorded, logged
         logger.exception("reading %s for collection %s failed", file_id, collection)
-        return library._failed(attached, f"the file could not be read ({type(exc).__name__})")
-    return library._completed(doc, SourceFile(str(path), stored.sha256, None, file_id), attached)
+        return failed(f"the file could not be read ({type(exc).__name__})")
+    return library.completed(doc, SourceFile(str(path), stored.sha256, None, file_id), attached)

@@ -55,16 +55,20 @@ def free_port() -> int:
 Start = Callable[..., str]
 
 
-@pytest.fixture
-def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A fresh library: the embedded document server and the uploads both use it."""
+@pytest.fixture(params=["sqlite", "postgres"])
+def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
+    """A fresh library, the embedded document server's and the uploads': the SQLite file, or a fresh PostgreSQL
+    database (DOCSERVER_DATABASE_URL, which wins over the file for the service, its server and the CLI)."""
     path = tmp_path / "library" / "index.sqlite3"
     monkeypatch.setenv("DOCSERVER_INDEX", str(path))
+    if request.param == "postgres":
+        monkeypatch.setenv("DOCSERVER_DATABASE_URL", request.getfixturevalue("postgres_url"))
     return path
 
 
-@pytest.fixture
-def start(index: Path) -> Iterator[Start]:
+def _services() -> tuple[Start, Callable[[], None]]:
+    """Start services (each with its embedded document server, on the library the environment names); and stop
+    them all."""
     servers: list[ServerThread] = []
 
     def run(**overrides: object) -> str:
@@ -75,9 +79,18 @@ def start(index: Path) -> Iterator[Start]:
         servers.append(ServerThread(create_app(settings), port=port).start())
         return servers[-1].base_url
 
+    def stop() -> None:
+        for server in servers:
+            server.stop()
+
+    return run, stop
+
+
+@pytest.fixture
+def start(index: Path) -> Iterator[Start]:
+    run, stop = _services()
     yield run
-    for server in servers:
-        server.stop()
+    stop()
 
 
 def client(base: str, key: str = "none") -> openai.OpenAI:
@@ -327,3 +340,44 @@ def test_a_server_without_list_collections_is_followed_too(tmp_path: Path, monke
                 break
             time.sleep(0.3)
         assert "812" not in answer, answer
+
+
+def _within(seconds: float, check: Callable[[], bool]) -> float:
+    """Seconds until `check()` holds (polled every 50 ms); AssertionError after `seconds`."""
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < seconds, "not within the time allowed"
+        time.sleep(0.05)
+    return time.monotonic() - started
+
+
+def test_two_replicas_on_one_database_share_uploads(postgres_url: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two services (each with its embedded document server) on one PostgreSQL library: a file uploaded to one is
+    searchable on the other within 2 s, its bytes served by both, its deletion seen by both."""
+    monkeypatch.setenv("DOCSERVER_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("DOCSERVER_INDEX", str(tmp_path / "unused" / "index.sqlite3"))
+    start, stop = _services()
+    try:
+        _share_uploads(client(start()), client(start()))
+    finally:
+        stop()
+
+
+def _share_uploads(one: openai.OpenAI, other: openai.OpenAI) -> None:
+    pdf = bike_policy_pdf()
+    store = one.vector_stores.create(name="Gemeente Zuiderwaard")
+    attached = upload(one, store.id, "fietsbeleid.pdf", pdf)
+    assert attached.status == "completed", attached
+
+    def found() -> bool:
+        return any("4.300 plaatsen" in hit.content[0].text
+                   for hit in other.vector_stores.search(vector_store_id=store.id, query=QUESTION))
+
+    assert _within(2.0, found) < 2.0
+    assert other.files.content(attached.id).content == pdf
+    assert other.vector_stores.retrieve(store.id).file_counts.completed == 1
+    assert one.files.delete(attached.id).deleted
+    assert _within(2.0, lambda: not found()) < 2.0
+    with pytest.raises(openai.NotFoundError):
+        other.files.retrieve(attached.id)

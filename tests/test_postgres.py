@@ -258,16 +258,19 @@ def test_ranking_does_not_depend_on_the_order_documents_came_in(postgres_url: st
                 memory.search(query, collection, limit=None)), query
 
 
-def test_uploads_are_off_for_a_library_in_the_database(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
-    """The service's Files API writes the SQLite file; with the library in PostgreSQL it is off (501), said once in
-    the log, instead of writing documents no server of the database would see."""
-    from app.library import library_index
+def test_the_service_writes_uploads_to_the_database(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                   postgres_url: str) -> None:
+    """With the library in PostgreSQL the service's uploads go there (the database wins over the file), and the key
+    that signs source links is kept there: one for every replica (tests/test_library_api.py runs the Files API
+    against both engines)."""
+    from app.library import library_index, library_link_key
     from app.settings import Settings
 
     monkeypatch.setenv("DOCSERVER_INDEX", str(tmp_path / "index.sqlite3"))
     assert library_index(Settings(), embedded=True) == tmp_path / "index.sqlite3"
-    monkeypatch.setenv("DOCSERVER_DATABASE_URL", "postgresql://neo:secret@db/neo")
-    with caplog.at_level("WARNING"):
-        assert library_index(Settings(), embedded=True) is None
-    assert "uploads are off" in caplog.text and "secret" not in caplog.text
+    monkeypatch.setenv("DOCSERVER_DATABASE_URL", postgres_url)
+    assert library_index(Settings(), embedded=True) == postgres_url
+    assert library_index(Settings(uploads="off"), embedded=True) is None
+    key = library_link_key(Settings(link_secret=""), postgres_url)
+    assert len(key) == 32 and library_link_key(Settings(link_secret=""), postgres_url) == key
+    assert library_link_key(Settings(link_secret="s3cret"), postgres_url) == b"s3cret"

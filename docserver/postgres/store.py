@@ -37,6 +37,17 @@ CREATE TABLE IF NOT EXISTS files (
     purpose    text NOT NULL,
     created_at bigint NOT NULL,
     content    bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attachments (
+    collection text NOT NULL,
+    file_id    text NOT NULL,
+    status     text NOT NULL,  -- in_progress, completed, failed, cancelled
+    doc_id     text,
+    last_error text,
+    created_at bigint NOT NULL,
+    chunks     integer NOT NULL DEFAULT 0,
+    position   bigserial,      -- the order files were attached in
+    PRIMARY KEY (collection, file_id)
 )"""
 
 
@@ -99,11 +110,28 @@ class PostgresStore:
             for doc_id, name, _ in found:
                 holders[doc_id].append(name)
             keys = located(doc_ids, holders, collection)
-            removed = _drop(self._db, [row_id for doc_id, name, row_id in found if (name, doc_id) in keys])
-            resplit(self._db, *update_vocabulary(self._db, removed, Counter()))
-            _drop_unused_originals(self._db)
-            schema.bump(self._db, (name for name, _ in keys), vocabulary=True)
+            self._remove_rows([(name, doc_id, row_id) for doc_id, name, row_id in found if (name, doc_id) in keys])
         return keys
+
+    def remove_where(self, condition: str, parameters: Sequence[object]) -> list[tuple[str, str]]:
+        """Delete the documents a condition on table ``documents`` selects (the library's own conditions: of a file,
+        of a collection), in one transaction; their (collection, doc_id)."""
+        with self._db.transaction():
+            self._db.execute("SELECT pg_advisory_xact_lock(%s)", (schema.WRITE_LOCK,))
+            found = self._db.execute(f"SELECT collection, doc_id, id FROM documents WHERE {condition}",
+                                     parameters).fetchall()
+            self._remove_rows(found)
+        return [(name, doc_id) for name, doc_id, _ in found]
+
+    def _remove_rows(self, found: Sequence[tuple[str, str, int]]) -> None:
+        """Inside the caller's transaction: delete the documents (collection, doc_id, row id), split the rest again
+        where their words change that, and count the change."""
+        if not found:
+            return
+        removed = _drop(self._db, [row_id for _, _, row_id in found])
+        resplit(self._db, *update_vocabulary(self._db, removed, Counter()))
+        _drop_unused_originals(self._db)
+        schema.bump(self._db, (name for name, _, _ in found), vocabulary=True)
 
     def sync_corpus(self, documents: Sequence[Document], collections: Iterable[tuple[str, str, str]]) -> bool:
         """The bundled corpus in the database as ``documents`` (its collections: name, display name, focus):
@@ -260,4 +288,5 @@ def _insert_documents(db: psycopg.Connection, pairs: Sequence[tuple[Document, So
 
 def _drop_unused_originals(db: psycopg.Connection) -> None:
     db.execute("DELETE FROM files WHERE purpose = %s AND id NOT IN "
-               "(SELECT file_id FROM documents WHERE file_id IS NOT NULL)", (INGEST_PURPOSE,))
+               "(SELECT file_id FROM documents WHERE file_id IS NOT NULL) AND id NOT IN (SELECT file_id FROM attachments)",
+               (INGEST_PURPOSE,))
