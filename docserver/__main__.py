@@ -125,6 +125,14 @@ def _add_database(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database", default=None, metavar="URL", help=DATABASE_HELP)
 
 
+def database_url_or_none() -> str | None:
+    """``$DOCSERVER_DATABASE_URL`` when it names a database (a bad one is said where it is used)."""
+    try:
+        return database_url()
+    except ValueError:
+        return None
+
+
 def _database(args: argparse.Namespace) -> str | None:
     """The database URL given or in the environment (None: the SQLite file); a bad one raises ValueError."""
     return database_url(args.database)
@@ -186,6 +194,8 @@ def ingest_main(argv: Sequence[str]) -> int:
     if not documents:
         say("ingest failed: no files to ingest were found", sys.stderr)
         return 1
+    if report.documents and embeddings is not None and database is not None and not args.quiet:
+        say(f"not embedded: search by meaning is not available with the library in PostgreSQL ({DATABASE_ENV}) yet")
     if report.documents and embeddings is not None and database is None:  # a failure leaves them waiting
         from .vectors import library_passages
 
@@ -252,6 +262,10 @@ def embed_main(argv: Sequence[str]) -> int:
     settings = _embedding_settings()
     if settings is None:
         say("embed: EMBEDDINGS_URL is not set (an OpenAI-compatible /v1/embeddings endpoint; see docs/RETRIEVAL.md)",
+            sys.stderr)
+        return 2
+    if database_url_or_none():
+        say(f"embed: search by meaning is not available with the library in PostgreSQL ({DATABASE_ENV}) yet",
             sys.stderr)
         return 2
     from .vectors import library_passages, prune

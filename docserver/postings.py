@@ -21,12 +21,18 @@ from textkit import stems, tokenize
 from .documents import Chunk
 from .vocabulary import HEADER_BOOST, PART_WEIGHT, Vocabulary, chunk_tokens
 
-__all__ = ["B", "CANDIDATES", "CHAMPIONS", "K1", "ChunkTerms", "Query", "chunk_terms", "idf", "impact", "query",
-           "score"]
+__all__ = ["B", "CANDIDATES", "CHAMPIONS", "K1", "ChunkTerms", "Query", "candidates", "chunk_terms", "idf", "impact",
+           "query", "score"]
 
 K1, B = 1.5, 0.75  # as ``Index``'s defaults
 CHAMPIONS = 2000  # per query stem, the postings of highest impact read; more: closer to exact, slower (bench)
-CANDIDATES = 300  # chunks of the first ranking scored exactly; at least a search's limit plus the fusion depth
+CANDIDATES = 300  # chunks of the first ranking scored exactly, at most; a search's limit times PER_HIT, at least
+PER_HIT, FEWEST = 10, 100  # FEWEST: so a search for 10 scores 100 (reading each candidate's stems costs, bench)
+
+
+def candidates(limit: int | None) -> int:
+    """How many chunks of the first ranking a search for ``limit`` hits (None: all) scores exactly."""
+    return CANDIDATES if limit is None else min(CANDIDATES, max(FEWEST, PER_HIT * limit))
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,7 +215,12 @@ def report_lines(results: dict[str, dict[str, Any]], n: int | None, seconds: flo
     for key in ("both_gathered", "gold_gathered", "gold_cited", "answer_present"):
         row(f"HotpotQA pipeline: {key}", sqlite["hotpot"]["pipeline"][key], postgres["hotpot"]["pipeline"][key],
             HOTPOT_BOUND if key.startswith("gold") else None)
-    lines += ["", f"HotpotQA: {sqlite['hotpot']['search']['questions']:.0f} questions of the held-apart half"
+    differing = sum("| +0.000 |" not in line and "| -0.000 |" not in line for line in lines[6:])
+    lines += ["", f"{differing} of {len(lines) - 6} figures differ. The two engines analyse and score alike "
+              "(`docserver/postings.py`); the database reads per query stem only its `CHAMPIONS` postings of highest "
+              "impact and scores the best `CANDIDATES` chunks exactly, so a difference means a chunk that ranks high "
+              "overall without ranking high for any one of its words.",
+              "", f"HotpotQA: {sqlite['hotpot']['search']['questions']:.0f} questions of the held-apart half"
               + (f" (a sample of {n})" if n else "") + "; one search took "
               f"{sqlite['hotpot']['search']['ms_per_search']:.1f} ms (memory) and "
               f"{postgres['hotpot']['search']['ms_per_search']:.1f} ms (database) on this machine.", ""]

@@ -100,6 +100,11 @@ def test_champion_postings_bound_what_a_search_reads(postgres_url: str, bundled:
     assert len(library.search(query, "anvs", limit=None)) <= 2
 
 
+@pytest.mark.parametrize(("limit", "scored"), [(1, 100), (10, 100), (20, 200), (30, 300), (100, 300), (None, 300)])
+def test_how_many_candidates_a_search_scores(limit: int | None, scored: int) -> None:
+    assert postings.candidates(limit) == scored
+
+
 def test_the_bundled_corpus_is_kept_in_step(postgres_url: str, bundled: tuple[list, list], tmp_path: Path) -> None:
     """A start-up saves the corpus documents that changed and removes those gone; an ingested document of the
     same collection and doc_id is left as it is; an unchanged corpus writes nothing."""
@@ -172,6 +177,9 @@ def test_serve_says_when_the_database_cannot_be_reached() -> None:
 
 
 def test_search_by_meaning_with_a_database_is_refused_clearly(postgres_url: str) -> None:
+    env = {**os.environ, "DOCSERVER_DATABASE_URL": postgres_url, "EMBEDDINGS_URL": "http://127.0.0.1:9/v1"}
+    done = _cli("embed", env=env)
+    assert done.returncode == 2 and "not available with the library in PostgreSQL" in done.stderr
     with pytest.raises(ValueError, match="not available with a library in PostgreSQL"):
         create_app(database_url=postgres_url, embeddings=EmbeddingSettings(url="http://127.0.0.1:9/v1",
                                                                            model="m"))

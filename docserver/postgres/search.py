@@ -4,7 +4,7 @@
 collection's), the collections, each collection's chunk count and average length, the files documents were read
 from, and the vocabulary (only when the tokens changed: the compound splits of queries).  Everything else is read
 per call: a search reads its query stems' document frequencies and their champion postings, ranks the chunks they
-name, scores the best ``postings.CANDIDATES`` exactly and ranks those as the index in memory does (``ranking.py``:
+name, scores the best ``postings.candidates(limit)`` exactly and ranks those as the index in memory does (``ranking.py``:
 named articles, long summaries, ties).  A new document is searchable as soon as its save commits, on any server;
 the counters reach a server at its next look (``live.py``), and with them the versions clients cache by.
 """
@@ -234,7 +234,7 @@ class PostgresIndex:
         dfs = dict(db.execute("SELECT stem, df FROM stems WHERE collection = %s AND stem = ANY(%s)",
                               (collection, asked.stems)).fetchall())
         idfs = {stem: postings.idf(stats.chunks, df) for stem, df in dfs.items()}
-        candidates = self._candidates(db, asked, idfs, collection, doc_id, query)
+        candidates = self._candidates(db, asked, idfs, collection, doc_id, query, postings.candidates(limit))
         pairs = [(Document(row[1], collection, "", (), kind=row[5]), Chunk(row[1], collection, row[2], "", row[3], ""))
                  for row in candidates]  # what ranking reads: doc_id, kind, chunk_index, section
         frequencies = [dict(zip(row[6] or (), row[7] or (), strict=True)) for row in candidates]
@@ -249,7 +249,7 @@ class PostgresIndex:
                 for score, i in ranked]
 
     def _candidates(self, db: psycopg.Connection, asked: postings.Query, idfs: dict[str, float], collection: str,
-                    doc_id: str | None, query: str) -> list[tuple]:
+                    doc_id: str | None, query: str, count: int) -> list[tuple]:
         """The chunks a search scores: the document's own, else the best by the champion postings and those of the
         articles the query names; per chunk (id, doc_id, chunk_index, section, length, its document's kind, and the
         query stems it holds with their counts)."""
@@ -263,7 +263,7 @@ class PostgresIndex:
                 [], [], [], [])
             wanted["ids"] = [row[0] for row in db.execute(_CHAMPIONS, {
                 "stems": stems, "terms": numbers, "weights": weights, "idfs": idf_values, "collection": collection,
-                "champions": postings.CHAMPIONS, "candidates": postings.CANDIDATES})]
+                "champions": postings.CHAMPIONS, "candidates": count})]
         return db.execute(_CANDIDATES, wanted).fetchall()
 
     def _passages(self, db: psycopg.Connection, ids: list[int]) -> dict[int, tuple[Document, Chunk]]:
