@@ -283,9 +283,10 @@ def _library_section(data: dict[str, Any]) -> str:
         "`bench/library.py`: a local PostgreSQL 16 (the `pgserver` package) holding a generated library (documents of "
         "20-80 one-paragraph chunks from the scale section's source texts); the evaluation sets' questions searched "
         "in it as a `search_collection` call does (`docserver/postings.py`: per query stem its "
-        "`CHAMPIONS` postings of highest impact, the best `CANDIDATES` chunks scored exactly), and two document "
+        "`CHAMPIONS` postings of highest impact, the best `candidates(limit)` chunks scored exactly), and two document "
         "servers (`python -m docserver --database URL`) on that database: a note saved and removed by the CLI in "
-        "a third process, and the seconds until a search on the second server shows it (polled every 50 ms).",
+        "a third process, and the seconds until a search on the second server shows it (polled every 50 ms). The "
+        "database server is a process of its own: its CPU counts as other processes' in the disturbance note.",
         "",
         table(["", "what", "measured", "target"], rows),
     ])

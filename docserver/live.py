@@ -21,6 +21,11 @@ are embedded by a catch-up task in a worker thread (``vectors.embed_chunks``), s
 tried again ``RETRY_S`` after a failure; the vectors it writes bump the file's counters, so the reload after it
 searches them.
 
+With the library in PostgreSQL (``database_url``, ``postgres/``) the same loop looks at the database's generation row
+instead of the file; a reload there reads only what is small (counters, collections, statistics, the vocabulary
+when the words changed), since every search reads the database itself: a document is searchable on every server
+as soon as its save commits, and the counters follow within ``CHECK_INTERVAL_S``.
+
 Calls that arrive while a check or reload is under way wait for it, but no longer than ``RELOAD_WAIT_S`` after
 it began: a small
 change (one more document in a few thousand chunks) is in the answer of the call that noticed it, while a large
