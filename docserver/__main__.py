@@ -377,7 +377,29 @@ def list_main(argv: Sequence[str]) -> int:
     return 0
 
 
-_COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"ingest": ingest_main, "remove": remove_main,
+def copy_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m docserver copy",
+        description="Copy the library of the SQLite file into a PostgreSQL database: documents (with the files they "
+        "were read from), original files, created collections and attachments; the bundled corpus is not copied. "
+        "Copying again replaces what an earlier copy wrote.",
+    )
+    parser.add_argument("--index", default=str(resolve_index_path()), help=INDEX_HELP)
+    parser.add_argument("--to", required=True, metavar="URL", help="the database (postgresql://...)")
+    args = parser.parse_args(argv)
+    try:
+        from .postgres.copy import copy_library
+
+        copied = copy_library(args.index, database_url(args.to) or "")
+    except _INDEX_ERRORS as exc:
+        say(f"copy failed: {exc}", sys.stderr)
+        return 1
+    say(f"copied {copied.documents} documents, {copied.files} files, {copied.collections} created collections and "
+        f"{copied.attachments} attachments from {args.index} to {shown(args.to)}")
+    return 0
+
+
+_COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"ingest": ingest_main, "remove": remove_main, "copy": copy_main,
                                                          "list": list_main, "embed": embed_main}
 
 

@@ -282,3 +282,41 @@ def test_the_service_writes_uploads_to_the_database(monkeypatch: pytest.MonkeyPa
     key = library_link_key(Settings(link_secret=""), postgres_url)
     assert len(key) == 32 and library_link_key(Settings(link_secret=""), postgres_url) == key
     assert library_link_key(Settings(link_secret="s3cret"), postgres_url) == b"s3cret"
+
+
+def test_copy_moves_a_library_from_the_file_into_the_database(postgres_url: str, tmp_path: Path) -> None:
+    """`python -m docserver copy --to URL`: ingested and uploaded documents, the original bytes, a created collection
+    with its metadata and the attachments arrive; an ingest of the same file afterwards finds it unchanged."""
+    from docserver.library import Library, ingest_attached
+    from docserver.postgres.library import PostgresLibrary
+
+    index = tmp_path / "library" / "index.sqlite3"
+    note = tmp_path / "quokka.md"
+    note.write_text(NOTE, encoding="utf-8")
+    assert _cli("ingest", str(note), "--collection", "notes", "--index", str(index), "--quiet").returncode == 0
+    library = Library(index)
+    library.create_collection("uploads", "Uploads", {"owner": "team"})
+    content = b"Het wombatprotocol regelt de inspectie van de opslag.\n"
+    written = library.incoming() / "upload-1"
+    written.write_bytes(content)
+    stored = library.add_file(written, "wombat.txt", "assistants")
+    library.attach("uploads", stored.id)
+    assert ingest_attached(index, "uploads", stored.id).status == "completed"
+
+    done = _cli("copy", "--index", str(index), "--to", postgres_url)
+    assert done.returncode == 0, done.stderr
+    assert "copied 2 documents, 2 files, 1 created collections and 1 attachments" in done.stdout
+    searched = PostgresIndex.load(postgres_url)
+    assert [h.document.doc_id for h in searched.search(TERM, "notes")] == ["quokka-notitie"]
+    assert [h.document.doc_id for h in searched.search("wombatprotocol", "uploads")] == ["wombat"]
+    target = PostgresLibrary(postgres_url, cache=tmp_path / "cache")
+    try:
+        assert target.file_path(stored.id).read_bytes() == content
+        assert target.file(stored.id).filename == "wombat.txt"
+        [info] = [c for c in target.collections() if c.name == "uploads"]
+        assert info.display_name == "Uploads" and info.metadata == {"owner": "team"} and info.documents == 1
+        assert [a.status for a in target.attachments("uploads")] == ["completed"]
+    finally:
+        target.close()
+    again = _cli("ingest", str(note), "--collection", "notes", "--database", postgres_url)
+    assert again.returncode == 0 and "(1 unchanged)" in again.stdout
