@@ -125,12 +125,17 @@ def _add_database(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database", default=None, metavar="URL", help=DATABASE_HELP)
 
 
-def database_url_or_none() -> str | None:
-    """``$DOCSERVER_DATABASE_URL`` when it names a database (a bad one is said where it is used)."""
-    try:
-        return database_url()
-    except ValueError:
-        return None
+def _embed_database(settings: EmbeddingSettings, url: str, args: argparse.Namespace) -> int:
+    """``embed`` for a library in the database: what waits embedded; ``--prune``: vectors no passage needs dropped."""
+    from .postgres import vectors
+
+    complete = embed_waiting(settings, Path(args.index), vectors.all_waiting(url, settings.key),
+                             bar=not args.quiet and sys.stderr.isatty(), quiet=args.quiet, database=url)
+    if args.prune:
+        removed = vectors.prune(url, settings.key)
+        if not args.quiet:
+            say(f"{removed} vectors no passage needs deleted")
+    return 0 if complete else 1
 
 
 def _database(args: argparse.Namespace) -> str | None:
@@ -194,8 +199,11 @@ def ingest_main(argv: Sequence[str]) -> int:
     if not documents:
         say("ingest failed: no files to ingest were found", sys.stderr)
         return 1
-    if report.documents and embeddings is not None and database is not None and not args.quiet:
-        say(f"not embedded: search by meaning is not available with the library in PostgreSQL ({DATABASE_ENV}) yet")
+    if report.documents and embeddings is not None and database is not None:  # a failure leaves them waiting
+        from .postgres import vectors
+
+        embed_waiting(embeddings, Path(args.index), vectors.all_waiting(database, embeddings.key), bar=bar,
+                      quiet=args.quiet, database=database)
     if report.documents and embeddings is not None and database is None:  # a failure leaves them waiting
         from .vectors import library_passages
 
@@ -214,9 +222,9 @@ def _embedding_settings() -> EmbeddingSettings | None:
 
 
 def embed_waiting(settings: EmbeddingSettings, index_path: Path, chunks: Sequence[Chunk], *, bar: bool,
-                  quiet: bool) -> bool:
+                  quiet: bool, database: str | None = None) -> bool:
     """Embed those of ``chunks`` (the library's passages) that wait for a vector of ``settings``' space in the index
-    file; False when some still wait (the endpoint failed: said on stderr, with what to do)."""
+    file (or the ``database``); False when some still wait (the endpoint failed: said on stderr, with what to do)."""
     from .embeddings import Embedder
     from .vectors import embed_chunks
 
@@ -227,8 +235,13 @@ def embed_waiting(settings: EmbeddingSettings, index_path: Path, chunks: Sequenc
 
         progress = tqdm(desc="embedding", unit="text", leave=False, total=0)
     try:
-        outcome = embed_chunks(index_path, embedder, chunks, progress=progress.update if progress else None,
-                               total=(lambda n: progress.reset(total=n)) if progress else None)
+        if database is not None:
+            from .postgres.vectors import embed_chunks as embed_in_database
+
+            outcome = embed_in_database(database, embedder, chunks, progress=progress.update if progress else None)
+        else:
+            outcome = embed_chunks(index_path, embedder, chunks, progress=progress.update if progress else None,
+                                   total=(lambda n: progress.reset(total=n)) if progress else None)
     finally:
         embedder.close()
         if progress is not None:
@@ -264,14 +277,13 @@ def embed_main(argv: Sequence[str]) -> int:
         say("embed: EMBEDDINGS_URL is not set (an OpenAI-compatible /v1/embeddings endpoint; see docs/RETRIEVAL.md)",
             sys.stderr)
         return 2
-    if database_url_or_none():
-        say(f"embed: search by meaning is not available with the library in PostgreSQL ({DATABASE_ENV}) yet",
-            sys.stderr)
-        return 2
     from .vectors import library_passages, prune
 
     index_path = Path(args.index)
     try:
+        database = database_url()
+        if database is not None:
+            return _embed_database(settings, database, args)
         chunks = library_passages(index_path, args.corpus)
         complete = embed_waiting(settings, index_path, chunks, bar=not args.quiet and sys.stderr.isatty(),
                                  quiet=args.quiet)

@@ -51,7 +51,7 @@ from .embeddings import Embedder, EmbeddingError
 from .index import Index
 from .searchable import Searchable
 from .store import IndexSchemaError, index_version, resolve_index_path
-from .vectors import embed_chunks
+from .vectors import Embedded, embed_chunks
 
 try:
     from psycopg import Error as _DatabaseError
@@ -120,13 +120,14 @@ class LiveIndex:
         with ``embedder``, searched by meaning too.  With ``database_url`` the library in that database instead
         (``postgres/``), the corpus kept in step with it first."""
         if database_url is not None:
-            if embedder is not None:
-                raise ValueError("searching by meaning (EMBEDDINGS_URL) is not available with a library in "
-                                 "PostgreSQL (DOCSERVER_DATABASE_URL) yet: unset one of them")
             from .postgres.search import open_library
 
-            return cls(open_library(database_url, corpus_dir), corpus_dir=corpus_dir, database_url=database_url,
-                       check_interval_s=check_interval_s, reload_wait_s=reload_wait_s)
+            if embedder is not None and embedder.settings.sentences:
+                logger.warning("EMBEDDINGS_SENTENCE_MATCH is not used with a library in PostgreSQL: hits name no "
+                               "matching sentences")
+            library = open_library(database_url, corpus_dir, embedder.settings.key if embedder else None)
+            return cls(library, corpus_dir=corpus_dir, database_url=database_url, check_interval_s=check_interval_s,
+                       reload_wait_s=reload_wait_s, embedder=embedder)
         path = resolve_index_path(index_path)
         index = Index.load(corpus_dir, index_path=path, vector_key=embedder.settings.key if embedder else None,
                            sentences=embedder is not None and embedder.settings.sentences)
@@ -157,8 +158,7 @@ class LiveIndex:
         """
         if self._path is None and self._database is None:
             return self._index
-        if self._path is not None:
-            self._catch_up_if_waiting(self._path)
+        self._catch_up_if_waiting()
         task = self._refresh
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             now = time.monotonic()
@@ -183,7 +183,7 @@ class LiveIndex:
         if self._database is not None:
             from .postgres.search import PostgresIndex
 
-            return PostgresIndex.load(self._database, self._index)  # type: ignore[arg-type]
+            return PostgresIndex.load(self._database, self._index, self._index.vector_key)  # type: ignore[arg-type]
         return Index.load(self._corpus_dir, index_path=self._path, previous=self._index,  # type: ignore[arg-type]
                           vector_key=self._index.vector_key, sentences=self.sentence_match is not None)
 
@@ -227,9 +227,11 @@ class LiveIndex:
             logger.warning("embedding endpoint: %s; searching by words alone, trying again in %.0f s", error, RETRY_S)
         self._endpoint_error = error
 
-    def _catch_up_if_waiting(self, path: Path) -> None:
+    def _catch_up_if_waiting(self) -> None:
         """Start embedding the passages that wait for a vector, unless that is under way, the endpoint rests, or
-        the index served was already looked at."""
+        the index served was already looked at (without an index file or database: nothing to store them in)."""
+        if self._path is None and self._database is None:
+            return
         if self.embedder is None or time.monotonic() < max(self._endpoint_down_until, self._catch_up_after):
             return
         if self._catching_up is not None and not self._catching_up.done():
@@ -237,20 +239,28 @@ class LiveIndex:
         if self._waiting_in is self._index:
             return
         self._waiting_in = self._index
-        waiting = self._index.waiting()
-        if waiting:
-            self._catching_up = asyncio.create_task(self._catch_up(path, self.embedder, waiting),
-                                                    name="docserver-embed")
+        self._catching_up = asyncio.create_task(self._catch_up(self._index, self.embedder), name="docserver-embed")
 
-    async def _catch_up(self, path: Path, embedder: Embedder, waiting: list[Chunk]) -> None:
+    def _embed(self, embedder: Embedder, waiting: list[Chunk]) -> Embedded:
+        if self._database is not None:
+            from .postgres.vectors import embed_chunks as embed_in_database
+
+            return embed_in_database(self._database, embedder, waiting)
+        return embed_chunks(self._path, embedder, waiting)  # type: ignore[arg-type]
+
+    async def _catch_up(self, index: Searchable, embedder: Embedder) -> None:
         started = time.perf_counter()
+        where = self._path if self._path is not None else "the library database"
         try:
-            outcome = await asyncio.to_thread(embed_chunks, path, embedder, waiting)
+            waiting = await asyncio.to_thread(index.waiting)
+            if not waiting:
+                return
+            outcome = await asyncio.to_thread(self._embed, embedder, waiting)
         except _READ_ERRORS as exc:  # a read-only or damaged file: the passages stay searched by words
             self._catch_up_after, self._waiting_in = time.monotonic() + RETRY_S, None
             if str(exc) != self._endpoint_error:  # said once, not every RETRY_S
                 logger.warning("cannot store vectors in %s (%s); its waiting passages are searched by their words",
-                               path, exc)
+                               where, exc)
             self._endpoint_error = str(exc)
             return
         if outcome.error == "busy":  # another process embeds this file's passages: look again later

@@ -17,7 +17,8 @@ from textkit.articles import ARTICLE_REF_ONE_LETTER, SECTION_ARTICLE
 from .documents import Chunk, Document
 from .hybrid import FUSION_DEPTH, SlotVectors, fuse
 
-__all__ = ["ARTICLE_BOOST", "SUMMARY_CHUNKS", "SUMMARY_DECAY", "article_of", "best", "boost_articles", "fused"]
+__all__ = ["ARTICLE_BOOST", "SUMMARY_CHUNKS", "SUMMARY_DECAY", "article_of", "best", "boost_articles", "fused",
+           "ordered"]
 
 Pairs = Sequence[tuple[Document, Chunk] | None]
 
@@ -102,6 +103,11 @@ def fused(scored: list[tuple[float, int]], pairs: Pairs, semantic: SlotVectors, 
         allowed = np.fromiter((pairs[s][0].doc_id == doc_id for s in slots), bool)  # type: ignore[index]
     cosines = semantic.similarities(query_vector)
     scores = fuse(best(scored, pairs, depth), semantic.nearest(cosines, depth, allowed), weights=weights)
-    ranked = sorted(((score, i) for i, score in scores.items()), key=_order(pairs))
-    ranked = ranked[:limit] if limit is not None else ranked
+    ranked = ordered(scores, pairs, limit)
     return ranked, semantic.at(cosines, [i for _, i in ranked])
+
+
+def ordered(scores: dict[int, float], pairs: Pairs, limit: int | None) -> list[tuple[float, int]]:
+    """Fused ``scores`` (slot -> score) as a ranking, best first, ties by (doc_id, chunk_index), cut to ``limit``."""
+    ranked = sorted(((score, i) for i, score in scores.items()), key=_order(pairs))
+    return ranked[:limit] if limit is not None else ranked

@@ -18,7 +18,6 @@ import pytest
 
 from docserver import postings
 from docserver.corpus import BUNDLED_CORPUS, load_collections, load_corpus
-from docserver.embeddings import EmbeddingSettings
 from docserver.index import Index
 from docserver.ingest import ingest_files
 from docserver.location import database_url, shown
@@ -174,15 +173,6 @@ def test_serve_says_when_the_database_cannot_be_reached() -> None:
     assert done.returncode == 1
     assert "cannot serve the library in postgresql://neo:***@127.0.0.1:1/neo" in done.stderr
     assert "secret" not in done.stderr and "Traceback" not in done.stderr
-
-
-def test_search_by_meaning_with_a_database_is_refused_clearly(postgres_url: str) -> None:
-    env = {**os.environ, "DOCSERVER_DATABASE_URL": postgres_url, "EMBEDDINGS_URL": "http://127.0.0.1:9/v1"}
-    done = _cli("embed", env=env)
-    assert done.returncode == 2 and "not available with the library in PostgreSQL" in done.stderr
-    with pytest.raises(ValueError, match="not available with a library in PostgreSQL"):
-        create_app(database_url=postgres_url, embeddings=EmbeddingSettings(url="http://127.0.0.1:9/v1",
-                                                                           model="m"))
 
 
 async def _search(url: str, query: str, collection: str) -> list[dict]:

@@ -23,7 +23,8 @@ from collections.abc import Iterable
 
 import psycopg
 
-__all__ = ["CHANNEL", "SCHEMA", "WRITE_LOCK", "bump", "collection_versions", "connect", "generation", "prepare"]
+__all__ = ["CHANNEL", "SCHEMA", "WRITE_LOCK", "bump", "collection_versions", "connect", "generation", "prepare",
+           "prepare_vectors"]
 
 SCHEMA = "docserver"
 CHANNEL = "docserver_library"
@@ -75,8 +76,10 @@ CREATE TABLE IF NOT EXISTS chunks (
     length      real NOT NULL,     -- as BM25 counts it (postings.ChunkTerms)
     stems       text[] NOT NULL,   -- its stems and their weighted counts: the exact score of a candidate
     tfs         real[] NOT NULL,
+    text_sha    text NOT NULL,     -- sha256 of the text embedded (chunk_text): its vector's key (vectors.py)
     UNIQUE (collection, doc_id, chunk_index)
 );
+CREATE INDEX IF NOT EXISTS chunks_text_sha ON chunks (text_sha);
 CREATE INDEX IF NOT EXISTS chunks_document ON chunks (document);
 CREATE INDEX IF NOT EXISTS chunks_article ON chunks (collection, article) WHERE article IS NOT NULL;
 CREATE TABLE IF NOT EXISTS postings (
@@ -112,6 +115,29 @@ CREATE TABLE IF NOT EXISTS collections (
     bundled      boolean NOT NULL DEFAULT false
 );
 """
+
+
+_VECTORS = f"""
+SET search_path TO {SCHEMA}, public;
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS vectors (
+    key       text NOT NULL,    -- the vector space (EmbeddingSettings.key)
+    text_sha  text NOT NULL,    -- chunks.text_sha
+    embedding vector NOT NULL,  -- L2-normalised
+    PRIMARY KEY (key, text_sha)
+);
+"""
+
+
+def prepare_vectors(connection: psycopg.Connection) -> None:
+    """The table of the passages' vectors, and pgvector, created when missing (only a library searched by meaning
+    needs them); ``RuntimeError`` naming what is missing when the database has no pgvector."""
+    try:
+        with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            connection.execute(_VECTORS)
+    except psycopg.Error as exc:
+        raise RuntimeError(f"search by meaning needs the pgvector extension in the database ({exc})") from exc
 
 
 def connect(url: str, **options: object) -> psycopg.Connection:

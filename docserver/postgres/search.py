@@ -22,12 +22,12 @@ import psycopg
 from textkit import analyze, stems
 from textkit.articles import ARTICLE_REF_ONE_LETTER
 
-from .. import postings, ranking
+from .. import hybrid, postings, ranking
 from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from ..documents import Chunk, Collection, Document
 from ..searchable import Hit, Outline
 from ..vocabulary import Vocabulary
-from . import schema
+from . import schema, vectors
 from .store import PostgresStore
 
 __all__ = ["PostgresIndex", "generation", "open_library"]
@@ -69,6 +69,17 @@ def _document(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document
                     metadata if isinstance(metadata, dict) else json.loads(metadata))  # type: ignore[arg-type]
 
 
+def _ranked(row: Sequence[object], collection: str) -> tuple[Document, Chunk]:
+    """A candidate as ranking reads it (doc_id, kind, chunk_index, section): the rest is read for the hits only."""
+    return (Document(row[1], collection, "", (), kind=row[5]),  # type: ignore[arg-type]
+            Chunk(row[1], collection, row[2], "", row[3], ""))  # type: ignore[arg-type]
+
+
+def _frequencies(row: Sequence[object]) -> dict[str, float]:
+    """A candidate's counts of the query's stems."""
+    return dict(zip(row[6] or (), row[7] or (), strict=True))  # type: ignore[call-overload]
+
+
 def _chunk(collection: str, row: Sequence[object]) -> Chunk:
     _, doc_id, index, title, section, text, url, page, page_end = row[:9]
     return Chunk(doc_id, collection, index, title, section, text, url, page, page_end)  # type: ignore[arg-type]
@@ -97,23 +108,29 @@ def generation(url: str) -> int:
     return schema.generation(connections.get())
 
 
-def open_library(url: str, corpus_dir: Path | str | None = None) -> "PostgresIndex":
+def open_library(url: str, corpus_dir: Path | str | None = None, vector_key: str | None = None) -> "PostgresIndex":
     """The library in the database at ``url`` (its tables created when missing) with the corpus at
-    ``corpus_dir`` (default: the bundled one) kept in step: what a server serves at start-up."""
+    ``corpus_dir`` (default: the bundled one) kept in step: what a server serves at start-up; ``vector_key``: it
+    is searched by meaning too, in that space."""
     root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
     with PostgresStore(url) as store:
         store.sync_corpus(load_corpus(root), [(c.name, c.display_name, c.focus) for c in load_collections(root)])
-    return PostgresIndex.load(url)
+        if vector_key is not None:
+            schema.prepare_vectors(store._db)
+    return PostgresIndex.load(url, vector_key=vector_key)
 
 
 class PostgresIndex:
     """One version of the library in the database at ``url`` (``load``); searches read the database itself."""
 
-    vector_key: str | None = None
-
     def __init__(self, url: str, counters: dict[str, int], collections: list[Collection],
-                 stats: dict[str, _Stats], vocabulary: Vocabulary, file_ids: dict[tuple[str, str], str]) -> None:
+                 stats: dict[str, _Stats], vocabulary: Vocabulary, file_ids: dict[tuple[str, str], str],
+                 vector_key: str | None = None, meaning: set[str] | None = None) -> None:
+        """``vector_key``: the vector space searched by meaning too (None: by words only); ``meaning``: the
+        collections with vectors in it."""
         self.url = url
+        self.vector_key = vector_key
+        self._meaning = meaning or set()
         self.source_version = counters.get("generation", 0)
         self._counters = counters
         self.versions = schema.collection_versions(counters)
@@ -124,8 +141,10 @@ class PostgresIndex:
         self._connections = _Connections(url)
 
     @classmethod
-    def load(cls, url: str, previous: "PostgresIndex | None" = None) -> "PostgresIndex":
-        """The library's current version, reusing ``previous``'s vocabulary when the tokens did not change."""
+    def load(cls, url: str, previous: "PostgresIndex | None" = None, vector_key: str | None = None
+             ) -> "PostgresIndex":
+        """The library's current version, reusing ``previous``'s vocabulary when the tokens did not change;
+        ``vector_key``: searched by meaning too, in that space (``schema.prepare_vectors`` made its table)."""
         with schema.connect(url, autocommit=True) as db, db.transaction():
             db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             counters = schema.counters(db)
@@ -142,7 +161,8 @@ class PostgresIndex:
                                            decompound=True)
             file_ids = {(c, d): f for c, d, f in db.execute(
                 "SELECT collection, doc_id, file_id FROM documents WHERE file_id IS NOT NULL")}
-        index = cls(url, counters, collections, stats, vocabulary, file_ids)
+            meaning = vectors.collections_with_vectors(db, vector_key) if vector_key else set()
+        index = cls(url, counters, collections, stats, vocabulary, file_ids, vector_key, meaning)
         if previous is not None:
             index._connections = previous._connections
         return index
@@ -212,41 +232,79 @@ class PostgresIndex:
         return [_document(row) for _, _, row in sorted(scored)]
 
     def searches_by_meaning(self, collection: str) -> bool:
-        return False
+        return collection in self._meaning
 
     def waiting(self) -> list[Chunk]:
-        return []
+        """Passages without a vector in the space searched (the oldest 10,000: a catch-up run embeds them, and
+        the next load finds the rest)."""
+        return vectors.waiting(self._db(), self.vector_key) if self.vector_key else []
 
     # --- search ---------------------------------------------------------------------------------
 
     def search(self, query: str, collection: str, *, limit: int | None = 10, doc_id: str | None = None,
                query_vector: np.ndarray | None = None, fusion: tuple[float, float] | None = None,
                sentence_match: float | None = None) -> list[Hit]:
-        """Best chunks of ``collection`` (optionally of one document) for ``query`` by its words (see the module
-        docstring); ``query_vector``, ``fusion`` and ``sentence_match`` are not used (no search by meaning yet)."""
+        """Best chunks of ``collection`` (optionally of one document) for ``query``: by its words (see the module
+        docstring), and with ``query_vector`` by meaning too, the two fused as the index in memory fuses them
+        (``hybrid.py``).  ``sentence_match`` is not used: no sentence vectors in the database yet."""
         if collection not in self._collections:
             raise KeyError(collection)
-        stats = self._stats.get(collection)
+        stats = self._stats.get(collection) or _Stats(0, 0.0)
         asked = postings.query(self.vocabulary, query)
-        if stats is None or not asked.tokens:
+        meaning = (query_vector is not None and self.vector_key is not None and collection in self._meaning)
+        if not asked.tokens and not meaning:
             return []
         db = self._db()
         dfs = dict(db.execute("SELECT stem, df FROM stems WHERE collection = %s AND stem = ANY(%s)",
                               (collection, asked.stems)).fetchall())
         idfs = {stem: postings.idf(stats.chunks, df) for stem, df in dfs.items()}
         candidates = self._candidates(db, asked, idfs, collection, doc_id, query, postings.candidates(limit))
-        pairs = [(Document(row[1], collection, "", (), kind=row[5]), Chunk(row[1], collection, row[2], "", row[3], ""))
-                 for row in candidates]  # what ranking reads: doc_id, kind, chunk_index, section
-        frequencies = [dict(zip(row[6] or (), row[7] or (), strict=True)) for row in candidates]
         scored = [(score, i) for i, row in enumerate(candidates)
-                  if (score := postings.score(asked.weights, frequencies[i], row[4], idfs, stats.avgdl)) > 0]
+                  if (score := postings.score(asked.weights, _frequencies(row), row[4], idfs, stats.avgdl)) > 0]
+        pairs = [_ranked(row, collection) for row in candidates]
         scored = ranking.boost_articles(scored, pairs, query)
-        ranked = ranking.best(scored, pairs, limit)  # type: ignore[arg-type]
+        similarity: dict[int, float] = {}
+        if meaning:
+            known = sum(any(x in dfs for x in stems(t)) or any(x in dfs for p in self.vocabulary.parts(t)
+                                                               for x in stems(p)) for t in asked.tokens)
+            lexical, semantic = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
+            weights = (lexical * (known / len(asked.tokens) if asked.tokens else 0.0), semantic)
+            ranked, similarity = self._fused(db, (collection, doc_id), scored, candidates, pairs, asked,
+                                             query_vector, limit, weights)  # type: ignore[arg-type]
+        else:
+            ranked = ranking.best(scored, pairs, limit)  # type: ignore[arg-type]
         raw = {i: score for score, i in scored}  # before a long summary's discount, as the index reports it
         top = ranked[0][0] if ranked else 1.0
         found = self._passages(db, [candidates[i][0] for _, i in ranked])
-        return [Hit(*found[candidates[i][0]], raw[i], round(score / top, 4), self._matched(asked, frequencies[i]))
-                for score, i in ranked]
+        return [Hit(*found[candidates[i][0]], raw.get(i, 0.0), round(score / top, 4),
+                    self._matched(asked, _frequencies(candidates[i])),
+                    round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
+
+    def _fused(self, db: psycopg.Connection, where: tuple[str, str | None], scored: list[tuple[float, int]],
+               candidates: list[tuple], pairs: list[tuple[Document, Chunk]], asked: postings.Query,
+               vector: np.ndarray, limit: int | None, weights: tuple[float, float]
+               ) -> tuple[list[tuple[float, int]], dict[int, float]]:
+        """The words' ranking fused with the nearest passages by meaning (``ranking.fused``); the passages found by
+        meaning alone join ``candidates`` and ``pairs``.  The ranking, and the cosines of its passages."""
+        key, (collection, doc_id) = self.vector_key or "", where
+        depth = max(limit or postings.CANDIDATES, hybrid.FUSION_DEPTH)
+        near = vectors.nearest(db, key, collection, vector, depth, doc_id)
+        slot = {row[0]: i for i, row in enumerate(candidates)}
+        missing = [chunk_id for _, chunk_id in near if chunk_id not in slot]
+        if missing:
+            for row in db.execute(_CANDIDATES, {"stems": asked.stems, "collection": "", "doc_id": None,
+                                                "ids": missing, "articles": []}).fetchall():
+                slot[row[0]] = len(candidates)
+                candidates.append(row)
+                pairs.append(_ranked(row, collection))
+        cosines = {slot[chunk_id]: cosine for cosine, chunk_id in near}
+        fused = hybrid.fuse(ranking.best(scored, pairs, depth), [(c, slot[i]) for c, i in near], weights=weights)
+        ranked = ranking.ordered(fused, pairs, limit)
+        unknown = [candidates[i][0] for _, i in ranked if i not in cosines]
+        if unknown:
+            by_id = vectors.similarities(db, key, unknown, vector)
+            cosines |= {slot[chunk_id]: cosine for chunk_id, cosine in by_id.items()}
+        return ranked, {i: cosines[i] for _, i in ranked if i in cosines}
 
     def _candidates(self, db: psycopg.Connection, asked: postings.Query, idfs: dict[str, float], collection: str,
                     doc_id: str | None, query: str, count: int) -> list[tuple]:

@@ -25,6 +25,7 @@ from ..store import SourceFile, StoredDocument, located
 from ..vocabulary import Vocabulary, chunk_tokens
 from . import schema
 from .terms import merge_counts, resplit, update_vocabulary
+from .vectors import text_sha
 
 __all__ = ["PostgresStore"]
 
@@ -243,12 +244,12 @@ def _write(db: psycopg.Connection, vocabulary: Vocabulary, pairs: Sequence[tuple
 
 def _copy_chunks(db: psycopg.Connection, rows: Sequence[tuple[int, int, Chunk, postings.ChunkTerms]]) -> None:
     with db.cursor().copy("COPY chunks (id, document, collection, doc_id, chunk_index, title, section, text, url, "
-                          "page, page_end, article, length, stems, tfs) FROM STDIN") as copy:
+                          "page, page_end, article, length, stems, tfs, text_sha) FROM STDIN") as copy:
         for chunk_id, document, chunk, chunk_terms in rows:
             stems = sorted(chunk_terms.frequencies)
             copy.write_row((chunk_id, document, chunk.collection, chunk.doc_id, chunk.chunk_index, chunk.title,
                             chunk.section, chunk.text, chunk.url, chunk.page, chunk.page_end, article_of(chunk),
-                            chunk_terms.length, stems, [chunk_terms.frequencies[s] for s in stems]))
+                            chunk_terms.length, stems, [chunk_terms.frequencies[s] for s in stems], text_sha(chunk)))
 
 
 def _add_stats(db: psycopg.Connection, terms: dict[tuple[str, str], list[postings.ChunkTerms]]) -> dict[str, float]:
