@@ -6,7 +6,9 @@ sentences and headings of the scale section's source texts (`bench/scale.py`), s
 (`PostgresStore.save`, as `python -m docserver ingest` saves a folder). Then:
 
 * the search: the evaluation sets' questions searched in the library's one collection through
-  `PostgresIndex.search` (what a `search_collection` call does), one at a time, after one uncounted pass;
+  `PostgresIndex.search` (what a `search_collection` call does), one at a time, after one uncounted pass; then
+  again by words and meaning, every passage given a random 384-dimensional vector (an exact scan: what it costs
+  does not depend on what the vectors say);
 * two document servers (`python -m docserver --database URL`, separate processes) on that database: a new document
   saved by a third process (the CLI's ingest), and the seconds until a `search_collection` on the *other* server
   finds it, then the same for its removal (polled every 50 ms, `trials` times).
@@ -76,6 +78,38 @@ def _searches(url: str, asked: list[str]) -> dict[str, Any]:
         library.search(query, COLLECTION)
         seconds.append(time.perf_counter() - started)
     return {"load_s": load_s, "search_s": seconds}
+
+
+VECTOR_KEY, DIMENSIONS = "bench-random", 384  # multilingual-e5-small's width
+
+
+def _hybrid(url: str, asked: list[str]) -> dict[str, Any]:
+    """Search by words and meaning: every passage given a random vector of DIMENSIONS in the database (the scan's
+    cost does not depend on what the vectors say), each question searched with a random query vector."""
+    import numpy as np
+
+    from docserver.postgres import schema
+    from docserver.postgres.search import PostgresIndex
+
+    started = time.perf_counter()
+    with schema.connect(url, autocommit=True) as db:
+        schema.prepare_vectors(db)
+        db.execute("INSERT INTO vectors (key, text_sha, embedding) SELECT %s, c.text_sha, r.v::vector FROM "
+                   "chunks c, LATERAL (SELECT array_agg(random() - 0.5) AS v FROM "
+                   "generate_series(1, %s) WHERE c.id IS NOT NULL) r ON CONFLICT DO NOTHING", (VECTOR_KEY, DIMENSIONS))
+        db.execute("VACUUM ANALYZE vectors")
+    vectors_s = time.perf_counter() - started
+    library = PostgresIndex.load(url, vector_key=VECTOR_KEY)
+    rng = np.random.default_rng(SEED)
+    queries = [(q, (v := rng.standard_normal(DIMENSIONS).astype(np.float32)) / np.linalg.norm(v)) for q in asked]
+    for query, vector in queries:  # uncounted
+        library.search(query, COLLECTION, query_vector=vector)
+    seconds = []
+    for query, vector in queries:
+        started = time.perf_counter()
+        library.search(query, COLLECTION, query_vector=vector)
+        seconds.append(time.perf_counter() - started)
+    return {"vectors_s": vectors_s, "hybrid_s": seconds}
 
 
 def _server(url: str, port: int) -> subprocess.Popen[bytes]:
@@ -165,12 +199,15 @@ def measure(work: Path, size: LibrarySize) -> dict[str, Any]:
             database_mb = connection.execute("SELECT pg_database_size(current_database())").fetchone()[0] / 2**20
         searched = _searches(url, asked)
         replicas = asyncio.run(_replicas(url, work, size.trials))
+        hybrid = _hybrid(url, asked)
     return {"chunks": size.chunks, "documents": len(documents), "ingest_s": ingest_s, "database_mb": database_mb,
-            **searched, **replicas}
+            **searched, **replicas, **hybrid}
 
 
 def summary(data: dict[str, Any]) -> dict[str, float]:
     seconds = data["search_s"]
+    hybrid = data.get("hybrid_s") or [float("nan")]
     return {"search_p50": statistics.median(seconds), "search_p95": _percentile(seconds, 0.95),
+            "hybrid_p50": statistics.median(hybrid), "hybrid_p95": _percentile(hybrid, 0.95),
             "chunks_per_s": data["chunks"] / data["ingest_s"], "added_max": max(data["added_s"]),
             "removed_max": max(data["removed_s"])}
