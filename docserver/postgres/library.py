@@ -280,14 +280,17 @@ class PostgresLibrary:
             now = self.attachment(attached.collection, attached.file_id)
             if now is None:
                 return cancelled(attached)
-            doc = with_id(doc, now.doc_id or free_id(doc.doc_id, now.file_id, lambda candidate: self._db.execute(  # type: ignore[attr-defined]
-                "SELECT file_id FROM documents WHERE collection = %s AND doc_id = %s", (now.collection, candidate)
-            ).fetchone()))
+            doc = with_id(doc, now.doc_id or free_id(doc.doc_id, now.file_id, self._holder(now.collection)))
             self.store.save([(doc, source)])
             self._db.execute("UPDATE attachments SET status = 'completed', doc_id = %s, chunks = %s, last_error = NULL "
                              "WHERE collection = %s AND file_id = %s", (doc.doc_id, len(doc.chunks), now.collection,
                                                                         now.file_id))
             return self.attachment(now.collection, now.file_id) or cancelled(now)
+
+    def _holder(self, collection: str) -> Callable[[str], tuple[str | None] | None]:
+        """The file id of the document of ``collection`` with a given doc_id, as a row (None: no such document)."""
+        return lambda doc_id: self._db.execute("SELECT file_id FROM documents WHERE collection = %s AND doc_id = %s",
+                                               (collection, doc_id)).fetchone()
 
     @_serialized
     def fail(self, collection: str, file_id: str, reason: str) -> Attachment | None:

@@ -4,9 +4,10 @@
 collection's), the collections, each collection's chunk count and average length, the files documents were read
 from, and the vocabulary (only when the tokens changed: the compound splits of queries).  Everything else is read
 per call: a search reads its query stems' document frequencies and their champion postings, ranks the chunks they
-name, scores the best ``postings.candidates(limit)`` exactly and ranks those as the index in memory does (``ranking.py``:
-named articles, long summaries, ties).  A new document is searchable as soon as its save commits, on any server;
-the counters reach a server at its next look (``live.py``), and with them the versions clients cache by.
+name, scores the best ``postings.candidates(limit)`` exactly and ranks those as the index in memory does
+(``ranking.py``: named articles, long summaries, ties); with a query vector, fused with the nearest passages by
+meaning (``vectors.py``).  A new document is searchable as soon as its save commits, on any server; the counters
+reach a server at its next look (``live.py``), and with them the versions clients cache by.
 """
 
 import json

@@ -141,7 +141,8 @@ class PostgresStore:
         described = list(collections)
         stored = {(c, d): fingerprint for c, d, fingerprint in self._db.execute(
             "SELECT collection, doc_id, corpus FROM documents WHERE corpus IS NOT NULL")}
-        ingested = {(c, d) for c, d in self._db.execute("SELECT collection, doc_id FROM documents WHERE corpus IS NULL")}
+        ingested = {(c, d) for c, d in self._db.execute("SELECT collection, doc_id FROM documents "
+                                                        "WHERE corpus IS NULL")}
         wanted = {(d.collection, d.doc_id): _fingerprint(d) for d in documents if (d.collection, d.doc_id)
                   not in ingested}
         changed = [d for d in documents if (d.collection, d.doc_id) in wanted
@@ -155,8 +156,9 @@ class PostgresStore:
                                  (name, display, focus, position))
         if changed:
             self.save([(d, None) for d in changed], corpus=wanted)
-        for collection, doc_id in gone:
-            self.remove([doc_id], collection)
+        if gone:  # one transaction: the words are counted and split again once
+            self.remove_where("corpus IS NOT NULL AND (collection, doc_id) IN (SELECT * FROM unnest(%s::text[], "
+                              "%s::text[]))", ([c for c, _ in gone], [d for _, d in gone]))
         return bool(changed or gone)
 
     def list_stored(self, collection: str | None = None) -> list[StoredDocument]:
@@ -289,5 +291,6 @@ def _insert_documents(db: psycopg.Connection, pairs: Sequence[tuple[Document, So
 
 def _drop_unused_originals(db: psycopg.Connection) -> None:
     db.execute("DELETE FROM files WHERE purpose = %s AND id NOT IN "
-               "(SELECT file_id FROM documents WHERE file_id IS NOT NULL) AND id NOT IN (SELECT file_id FROM attachments)",
+               "(SELECT file_id FROM documents WHERE file_id IS NOT NULL) "
+               "AND id NOT IN (SELECT file_id FROM attachments)",
                (INGEST_PURPOSE,))

@@ -116,7 +116,8 @@ def embed_chunks(url: str, embedder: Embedder, chunks: Sequence[Chunk],
                     with db.cursor() as cursor:
                         cursor.executemany("INSERT INTO vectors (key, text_sha, embedding) VALUES (%s, %s, %s::vector) "
                                            "ON CONFLICT DO NOTHING",
-                                           [(key, sha, _literal(row)) for (sha, _), row in zip(batch, rows, strict=True)])
+                                           [(key, sha, _literal(row))
+                                            for (sha, _), row in zip(batch, rows, strict=True)])
                     schema.bump(db, {c.collection for _, c in batch})
                 done += len(batch)
                 if progress is not None:
