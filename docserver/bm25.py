@@ -12,9 +12,20 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-__all__ = ["BM25", "Term"]
+__all__ = ["B", "BM25", "K1", "Term", "idf", "norm"]
 
 Term = tuple[frozenset[str], float]  # the stems of one token and its weight
+K1, B = 1.5, 0.75  # the defaults of ``Index`` and the database engine (``postings.py``)
+
+
+def norm(length: float, avgdl: float, k1: float = K1, b: float = B) -> float:
+    """A chunk's length normalisation as the scoring formula computes it."""
+    return k1 * (1 - b + b * length / avgdl)
+
+
+def idf(chunks: int, df: int) -> float:
+    """Lucene-style IDF: always positive, even for terms in most chunks."""
+    return math.log(1 + (chunks - df + 0.5) / (df + 0.5))
 
 
 class BM25:
@@ -87,10 +98,8 @@ class BM25:
         scoring formula computes it, precomputed: the same floats), and the IDF of every stem."""
         k1, b = self.k1, self.b
         self.avgdl = avgdl = (self.total / self.live if self.live else 0.0) or 1.0
-        self.norms = [k1 * (1 - b + b * length / avgdl) if length is not None else 0.0 for length in self.lengths]
-        n = self.live
-        # Lucene-style IDF: always positive, even for terms in most chunks.
-        self.idf = {t: math.log(1 + (n - len(p[0]) + 0.5) / (len(p[0]) + 0.5)) for t, p in self.postings.items()}
+        self.norms = [norm(length, avgdl, k1, b) if length is not None else 0.0 for length in self.lengths]
+        self.idf = {t: idf(self.live, len(p[0])) for t, p in self.postings.items()}
 
     def scores(self, query: Iterable[Term]) -> list[float]:
         """Score per chunk slot, 0.0 where nothing matched (every match scores above 0); a query term counts once,

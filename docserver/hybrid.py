@@ -9,7 +9,7 @@ passages, which is issue 61's store.
 Reciprocal rank fusion (Cormack et al., 2009) adds ``weight / (RRF_K + rank)`` per ranking a passage is in: it
 needs no calibration between BM25 scores and cosines, which live on unrelated scales, and a passage both rankings
 place well beats one only one of them likes.  Each side contributes its best ``FUSION_DEPTH`` passages.  The words'
-weight is scaled by the share of the query's words the collection holds at all (``Index._known_share``): a question
+weight is scaled by the share of the query's words the collection holds at all (``Vocabulary.known_share``): a question
 in the collection's language keeps it whole, one in the other language (a Dutch question over English review plans)
 leaves the ranking to meaning, where BM25 would only rank the passages that happen to share a name or a number.
 """

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from textkit import analyze, stems, tokenize
+from textkit import analyze
 
-from . import hybrid, ranking
-from .bm25 import BM25
+from . import hybrid, postings, ranking
+from .bm25 import K1, B
 from .corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from .documents import Chunk, Collection, Document, chunk_text
 from .hybrid import SlotVectors
@@ -34,7 +34,6 @@ from .searchable import Hit, Outline
 from .sentences import SentenceVectors
 from .store import IndexVersion, Snapshot, read_snapshot, resolve_index_path
 from .vectors import file_vectors, passage_digest
-from .vocabulary import PART_WEIGHT
 
 __all__ = ["Hit", "Index"]
 
@@ -77,8 +76,8 @@ class Index:
         documents: Iterable[Document],
         collections: Iterable[Collection] = (),
         *,
-        k1: float = 1.5,
-        b: float = 0.75,
+        k1: float = K1,
+        b: float = B,
         decompound: bool = True,
         previous: "Index | None" = None,
         vector_key: str | None = None,
@@ -268,14 +267,10 @@ class Index:
         if collection not in self._bm25:
             raise KeyError(collection)
         bm25, pairs = self._bm25[collection], self._chunks[collection]
-        tokens = list(dict.fromkeys(tokenize(query)))
         vocabulary = self._lexical.vocabulary
-        compounds = vocabulary.compounds_with(tokens)
-        weights: dict[frozenset[str], float] = {}  # distinct stem sets; a word both whole and a part counts whole
-        terms = vocabulary.terms(tokens) + [(stems(w), PART_WEIGHT) for found in compounds.values() for w in found]
-        for token_stems, weight in terms:
-            weights[token_stems] = max(weight, weights.get(token_stems, 0.0))
-        scored = [(score, i) for i, score in enumerate(bm25.scores(weights.items())) if score > 0]
+        asked = postings.query(vocabulary, query)  # the query's terms, as the database engine counts them too
+        tokens, compounds = asked.tokens, asked.compounds
+        scored = [(score, i) for i, score in enumerate(bm25.scores(asked.weights.items())) if score > 0]
         if doc_id is not None:
             scored = [(score, i) for score, i in scored if pairs[i][0].doc_id == doc_id]
         scored = ranking.boost_articles(scored, pairs, query)
@@ -286,10 +281,12 @@ class Index:
         else:
             lexical, semantic_weight = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
             ranked, similarity = ranking.fused(scored, pairs, semantic, query_vector, limit, doc_id,
-                                               (lexical * self._known_share(bm25, tokens), semantic_weight))
+                                               (lexical * vocabulary.known_share(tokens, bm25.postings.__contains__),
+                                                semantic_weight))
         raw = dict((i, score) for score, i in scored)
         top = ranked[0][0] if ranked else 1.0
-        matched = self._matched_terms(bm25, tokens, compounds, [i for _, i in ranked])
+        matched = {i: vocabulary.matched_share(tokens, compounds, lambda stems_, i=i: bm25.contains(stems_, i))
+                   for _, i in ranked}
         hits = [Hit(*pairs[i], raw.get(i, 0.0), round(score / top, 4), matched[i],
                     round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
         if sentence_match is None or not similarity or self._sentences is None:
@@ -298,30 +295,6 @@ class Index:
         found = self._sentences.matching([(digests[i], pairs[i][1].text) for _, i in ranked],  # type: ignore[index]
                                          query_vector, sentence_match)  # type: ignore[arg-type]
         return [replace(hit, sentences=matches) if matches else hit for hit, matches in zip(hits, found, strict=True)]
-
-    def _known_share(self, bm25: BM25, tokens: Sequence[str]) -> float:
-        """The share of the query's words the collection holds at all (any stem of the word, or of a part of it):
-        about 1 for a question in the collection's language, near 0 for one in another language."""
-        if not tokens:
-            return 0.0
-        parts = self._lexical.vocabulary.parts
-        known = sum(any(stem in bm25.postings for stem in stems(t)) or any(
-            stem in bm25.postings for part in parts(t) for stem in stems(part)) for t in tokens)
-        return known / len(tokens)
-
-    def _matched_terms(
-        self, bm25: BM25, tokens: Sequence[str], compounds: dict[str, list[str]], hits: Sequence[int]
-    ) -> dict[int, float]:
-        """Per hit, the share of the (distinct) query tokens it contains: via any of their stems, a compound
-        containing them, or (for a compound token) all of its parts."""
-        found: dict[int, int] = dict.fromkeys(hits, 0)
-        for token in tokens:
-            variants = [stems(token), *(stems(compound) for compound in compounds.get(token, ()))]
-            parts = [stems(p) for p in self._lexical.vocabulary.split(token)]
-            for i in found:
-                if any(bm25.contains(v, i) for v in variants) or (parts and all(bm25.contains(p, i) for p in parts)):
-                    found[i] += 1
-        return {i: round(n / len(tokens), 3) if tokens else 0.0 for i, n in found.items()}
 
     def match_titles(self, query: str, collection: str) -> list[Document]:
         """Documents whose title shares a stem with ``query``; most matched query words first."""

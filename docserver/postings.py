@@ -12,19 +12,18 @@ The terms are the index's (``vocabulary.py``): Dutch and English stems per token
 ``PART_WEIGHT``, title and section words ``HEADER_BOOST`` times; BM25 with its ``K1`` and ``B`` and its IDF.
 """
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from textkit import stems, tokenize
 
+from .bm25 import K1, B, idf, norm
 from .documents import Chunk
 from .vocabulary import HEADER_BOOST, PART_WEIGHT, Vocabulary, chunk_tokens
 
 __all__ = ["B", "CANDIDATES", "CHAMPIONS", "K1", "ChunkTerms", "Query", "candidates", "chunk_terms", "idf", "impact",
            "query", "score"]
 
-K1, B = 1.5, 0.75  # as ``Index``'s defaults
 CHAMPIONS = 2000  # per query stem, the postings of highest impact read; more: closer to exact, slower (bench)
 CANDIDATES = 300  # chunks of the first ranking scored exactly, at most; a search's limit times PER_HIT, at least
 PER_HIT, FEWEST = 10, 100  # FEWEST: so a search for 10 scores 100 (reading each candidate's stems costs, bench)
@@ -50,19 +49,9 @@ def chunk_terms(vocabulary: Vocabulary, chunk: Chunk) -> ChunkTerms:
     return ChunkTerms(vocabulary.frequencies(text, header), len(text) + len(header) * HEADER_BOOST)
 
 
-def norm(length: float, avgdl: float) -> float:
-    """BM25's length normalisation of a chunk ``length`` tokens long."""
-    return K1 * (1 - B + B * length / (avgdl or 1.0))
-
-
 def impact(tf: float, length: float, avgdl: float) -> float:
     """A posting's term score without the IDF: what orders a stem's postings (champions first)."""
-    return tf * (K1 + 1) / (tf + norm(length, avgdl))
-
-
-def idf(chunks: int, df: int) -> float:
-    """Lucene-style IDF, as ``bm25.BM25``: always positive."""
-    return math.log(1 + (chunks - df + 0.5) / (df + 0.5))
+    return tf * (K1 + 1) / (tf + norm(length, avgdl or 1.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +85,7 @@ def score(weights: Mapping[frozenset[str], float], frequencies: Mapping[str, flo
           idfs: Mapping[str, float], avgdl: float) -> float:
     """A chunk's BM25 score for a query, as ``bm25.BM25.scores`` gives it: each term once, by its best stem,
     times its weight."""
-    total, chunk_norm = 0.0, norm(length, avgdl)
+    total, chunk_norm = 0.0, norm(length, avgdl or 1.0)
     for term, weight in weights.items():
         best = 0.0
         for stem in sorted(term):
@@ -106,7 +95,3 @@ def score(weights: Mapping[frozenset[str], float], frequencies: Mapping[str, flo
         if best:
             total += best if weight == 1.0 else weight * best
     return total
-
-
-def contains(frequencies: Mapping[str, float], term: Sequence[str] | frozenset[str]) -> bool:
-    return any(stem in frequencies for stem in term)

@@ -9,7 +9,7 @@ splits.
 """
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from textkit import stems, tokenize
 
@@ -91,6 +91,31 @@ class Vocabulary:
         """Each token at weight 1, then the words inside compound tokens at ``PART_WEIGHT``."""
         whole = [(stems(t), 1.0) for t in tokens]
         return whole + [(stems(p), PART_WEIGHT) for t in tokens for p in self.parts(t)]
+
+    def known_share(self, tokens: Sequence[str], holds: Callable[[str], bool]) -> float:
+        """The share of ``tokens`` a collection holds at all (``holds(stem)``: some chunk has it), by any stem of the
+        word or of a part of it: about 1 for a question in the collection's language, near 0 for one in another
+        (it weighs words against meaning, ``hybrid.py``)."""
+        if not tokens:
+            return 0.0
+        known = sum(any(holds(stem) for stem in stems(t)) or any(holds(stem) for part in self.parts(t)
+                                                                  for stem in stems(part)) for t in tokens)
+        return known / len(tokens)
+
+    def matched_share(self, tokens: Sequence[str], compounds: Mapping[str, Sequence[str]],
+                      contains: Callable[[frozenset[str]], bool]) -> float:
+        """The share of the (distinct) query ``tokens`` a chunk holds (``contains(stems)``: any of those stems), 3
+        decimals: via any of a token's stems, a compound holding it (``compounds_with``), or (for a compound token)
+        all of its parts."""
+        if not tokens:
+            return 0.0
+        found = 0
+        for token in tokens:
+            variants = [stems(token), *(stems(compound) for compound in compounds.get(token, ()))]
+            parts = [stems(p) for p in self.split(token)]
+            if any(contains(v) for v in variants) or (parts and all(contains(p) for p in parts)):
+                found += 1
+        return round(found / len(tokens), 3)
 
     def compounds_with(self, tokens: Sequence[str]) -> dict[str, list[str]]:
         """Corpus compounds containing the query words that never occur on their own in the corpus."""

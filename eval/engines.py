@@ -35,7 +35,7 @@ from typing import Any
 from app.settings import Settings
 from docserver.index import Index
 from docserver.ingest import ingest
-from docserver.location import DATABASE_ENV
+from docserver.location import DATABASE_ENV, database_url, stored_documents
 from docserver.store import load_documents
 from eval import hotpot, hotpot_eval
 from eval.gold import EVAL_DIR, load_gold, split_gold
@@ -100,23 +100,9 @@ async def gold_half(settings: Settings, laws: Path | None) -> dict[str, Any]:
         ingest([folder], folder.name, index_path=index_path)
     results = await run_suite(gold, settings, index_path)
     known = _documents_by_collection(None)
-    for name, documents in _law_documents(laws).items():
-        known[name] |= documents
+    for document in stored_documents(index_path, database_url()):  # the law texts, in whichever engine holds them
+        known[document.collection].add(document.doc_id)
     return summarize([r for r in results if split_of[r.item["id"]] == "test"], known)
-
-
-def _law_documents(laws: Path | None) -> dict[str, set[str]]:
-    """The doc ids the law folders give, read into a scratch SQLite file (whatever engine the run uses)."""
-    if laws is None:
-        return {}
-    scratch = Path(tempfile.mkdtemp(prefix="neo-nl-laws-")) / "index.sqlite3"
-    with engine_environment(None):
-        for folder in sorted(p for p in laws.iterdir() if p.is_dir()):
-            ingest([folder], folder.name, index_path=scratch)
-    known: dict[str, set[str]] = {}
-    for document in load_documents(scratch):
-        known.setdefault(document.collection, set()).add(document.doc_id)
-    return known
 
 
 def _search_metrics(outcomes: list[tuple[dict[str, Any], tuple[str, ...], int | None]]) -> dict[str, float]:

@@ -143,7 +143,8 @@ def test_words_and_meaning_are_fused_and_a_query_in_another_language_leaves_the_
     assert next(h for h in hybrid if h.chunk == by_words[0].chunk).score == by_words[0].score
     # the words' weight is the share of the query's words the collection holds at all
     for query, share in (("Borssele exploitant", 1.0), ("Borssele qwxyz", 0.5), ("qwxyz vvbnm", 0.0)):
-        assert index._known_share(index._bm25["notes"], list(dict.fromkeys(tokenize(query)))) == share
+        held = index._bm25["notes"].postings.__contains__
+        assert index._lexical.vocabulary.known_share(list(dict.fromkeys(tokenize(query))), held) == share
     # a query of small words alone: nothing for BM25, found by meaning, no word matched
     assert [h.matched_terms for h in index.search("de het een", "notes", query_vector=embedder.query("zeolite"))] == \
         [0.0] * 5

@@ -10,17 +10,16 @@ meaning (``vectors.py``).  A new document is searchable as soon as its save comm
 reach a server at its next look (``live.py``), and with them the versions clients cache by.
 """
 
-import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
-from textkit import analyze, stems
+from textkit import analyze
 from textkit.articles import ARTICLE_REF_ONE_LETTER
 
 from .. import hybrid, postings, ranking
@@ -67,7 +66,7 @@ class _Stats:
 def _document(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document:
     collection, doc_id, title, year, url, kind, language, disclaimer, metadata = row
     return Document(doc_id, collection, title, chunks, year, url, kind, language, disclaimer,  # type: ignore[arg-type]
-                    metadata if isinstance(metadata, dict) else json.loads(metadata))  # type: ignore[arg-type]
+                    dict(metadata))  # type: ignore[call-overload]  # jsonb: a dict already
 
 
 def _ranked(row: Sequence[object], collection: str) -> tuple[Document, Chunk]:
@@ -79,6 +78,12 @@ def _ranked(row: Sequence[object], collection: str) -> tuple[Document, Chunk]:
 def _frequencies(row: Sequence[object]) -> dict[str, float]:
     """A candidate's counts of the query's stems."""
     return dict(zip(row[6] or (), row[7] or (), strict=True))  # type: ignore[call-overload]
+
+
+def _holds(row: Sequence[object]) -> Callable[[frozenset[str]], bool]:
+    """Whether a candidate holds any of some stems (of the query's: those it was read with)."""
+    held = _frequencies(row)
+    return lambda stems: any(stem in held for stem in stems)
 
 
 def _chunk(collection: str, row: Sequence[object]) -> Chunk:
@@ -266,10 +271,8 @@ class PostgresIndex:
         scored = ranking.boost_articles(scored, pairs, query)
         similarity: dict[int, float] = {}
         if meaning:
-            known = sum(any(x in dfs for x in stems(t)) or any(x in dfs for p in self.vocabulary.parts(t)
-                                                               for x in stems(p)) for t in asked.tokens)
             lexical, semantic = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
-            weights = (lexical * (known / len(asked.tokens) if asked.tokens else 0.0), semantic)
+            weights = (lexical * self.vocabulary.known_share(asked.tokens, dfs.__contains__), semantic)
             ranked, similarity = self._fused(db, (collection, doc_id), scored, candidates, pairs, asked,
                                              query_vector, limit, weights)  # type: ignore[arg-type]
         else:
@@ -278,7 +281,7 @@ class PostgresIndex:
         top = ranked[0][0] if ranked else 1.0
         found = self._passages(db, [candidates[i][0] for _, i in ranked])
         return [Hit(*found[candidates[i][0]], raw.get(i, 0.0), round(score / top, 4),
-                    self._matched(asked, _frequencies(candidates[i])),
+                    self.vocabulary.matched_share(asked.tokens, asked.compounds, _holds(candidates[i])),
                     round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
 
     def _fused(self, db: psycopg.Connection, where: tuple[str, str | None], scored: list[tuple[float, int]],
@@ -335,15 +338,3 @@ class PostgresIndex:
             chunk = _chunk(row[9], row)  # type: ignore[arg-type]
             found[row[0]] = (documents.setdefault(chunk.doc_id, _document(row[9:])), chunk)
         return found
-    def _matched(self, asked: postings.Query, frequencies: dict[str, float]) -> float:
-        """The share of the query's distinct tokens the chunk holds (``Index._matched_terms``)."""
-        if not asked.tokens:
-            return 0.0
-        found = 0
-        for token in asked.tokens:
-            variants = [stems(token), *(stems(compound) for compound in asked.compounds.get(token, ()))]
-            parts = [stems(p) for p in self.vocabulary.split(token)]
-            if any(postings.contains(frequencies, v) for v in variants) or (
-                    parts and all(postings.contains(frequencies, p) for p in parts)):
-                found += 1
-        return round(found / len(asked.tokens), 3)
