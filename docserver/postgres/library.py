@@ -108,7 +108,7 @@ class PostgresLibrary:
 
     @_serialized
     def files(self) -> list[StoredFile]:
-        return [StoredFile(*row) for row in self._db.execute(f"{_FILE} ORDER BY created_at DESC, id DESC")]
+        return [StoredFile(*row) for row in self._db.execute(f"{_FILE} ORDER BY created_at DESC, position DESC")]
 
     @_serialized
     def file(self, file_id: str) -> StoredFile | None:

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS files (
     sha256     text NOT NULL,
     purpose    text NOT NULL,
     created_at bigint NOT NULL,
-    content    bytea NOT NULL
+    content    bytea NOT NULL,
+    position   bigserial         -- the order files were kept in (newest first within one second)
 );
 CREATE TABLE IF NOT EXISTS attachments (
     collection text NOT NULL,
