@@ -18,7 +18,7 @@ from .documents import Chunk, Document
 from .hybrid import FUSION_DEPTH, SlotVectors, fuse
 
 __all__ = ["ARTICLE_BOOST", "SUMMARY_CHUNKS", "SUMMARY_DECAY", "article_of", "best", "boost_articles", "fused",
-           "ordered"]
+           "named_articles", "ordered"]
 
 Pairs = Sequence[tuple[Document, Chunk] | None]
 
@@ -33,11 +33,16 @@ SUMMARY_CHUNKS, SUMMARY_DECAY = 2, 0.5
 def boost_articles(scored: list[tuple[float, int]], pairs: Pairs, query: str) -> list[tuple[float, int]]:
     """``scored`` with the chunks of the articles ``query`` names (``ARTICLE_REF_ONE_LETTER``) counted
     ``ARTICLE_BOOST`` times."""
-    articles = {m.lower() for m in ARTICLE_REF_ONE_LETTER.findall(query)}
+    articles = set(named_articles(query))
     if not articles:
         return scored
     return [(score * (ARTICLE_BOOST if article_of(pairs[i][1]) in articles else 1.0), i)  # type: ignore[index]
             for score, i in scored]
+
+
+def named_articles(query: str) -> list[str]:
+    """The articles ``query`` names ("artikel 15a" -> "15a"), once each, sorted."""
+    return sorted({m.lower() for m in ARTICLE_REF_ONE_LETTER.findall(query)})
 
 
 def article_of(chunk: Chunk) -> str | None:

@@ -12,20 +12,19 @@ reach a server at its next look (``live.py``), and with them the versions client
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import psycopg
 
 from textkit import analyze
-from textkit.articles import ARTICLE_REF_ONE_LETTER
 
-from .. import hybrid, postings, ranking
+from .. import postings, ranking
+from ..champions import ChampionIndex, Row, Stats
 from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from ..documents import Chunk, Collection, Document
-from ..searchable import Hit, Outline
+from ..searchable import Outline
 from ..vocabulary import Vocabulary
 from . import schema, vectors
 from .store import PostgresStore
@@ -53,37 +52,10 @@ WHERE c.id = ANY(%(ids)s) OR (c.collection = %(collection)s AND (c.doc_id = %(do
 """
 
 
-@dataclass(frozen=True, slots=True)
-class _Stats:
-    chunks: int
-    length: float
-
-    @property
-    def avgdl(self) -> float:
-        return (self.length / self.chunks if self.chunks else 0.0) or 1.0
-
-
 def _document(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document:
     collection, doc_id, title, year, url, kind, language, disclaimer, metadata = row
     return Document(doc_id, collection, title, chunks, year, url, kind, language, disclaimer,  # type: ignore[arg-type]
                     dict(metadata))  # type: ignore[call-overload]  # jsonb: a dict already
-
-
-def _ranked(row: Sequence[object], collection: str) -> tuple[Document, Chunk]:
-    """A candidate as ranking reads it (doc_id, kind, chunk_index, section): the rest is read for the hits only."""
-    return (Document(row[1], collection, "", (), kind=row[5]),  # type: ignore[arg-type]
-            Chunk(row[1], collection, row[2], "", row[3], ""))  # type: ignore[arg-type]
-
-
-def _frequencies(row: Sequence[object]) -> dict[str, float]:
-    """A candidate's counts of the query's stems."""
-    return dict(zip(row[6] or (), row[7] or (), strict=True))  # type: ignore[call-overload]
-
-
-def _holds(row: Sequence[object]) -> Callable[[frozenset[str]], bool]:
-    """Whether a candidate holds any of some stems (of the query's: those it was read with)."""
-    held = _frequencies(row)
-    return lambda stems: any(stem in held for stem in stems)
 
 
 def _chunk(collection: str, row: Sequence[object]) -> Chunk:
@@ -126,11 +98,11 @@ def open_library(url: str, corpus_dir: Path | str | None = None, vector_key: str
     return PostgresIndex.load(url, vector_key=vector_key)
 
 
-class PostgresIndex:
+class PostgresIndex(ChampionIndex):
     """One version of the library in the database at ``url`` (``load``); searches read the database itself."""
 
     def __init__(self, url: str, counters: dict[str, int], collections: list[Collection],
-                 stats: dict[str, _Stats], vocabulary: Vocabulary, file_ids: dict[tuple[str, str], str],
+                 stats: dict[str, Stats], vocabulary: Vocabulary, file_ids: dict[tuple[str, str], str],
                  vector_key: str | None = None, meaning: set[str] | None = None) -> None:
         """``vector_key``: the vector space searched by meaning too (None: by words only); ``meaning``: the
         collections with vectors in it."""
@@ -141,7 +113,7 @@ class PostgresIndex:
         self._counters = counters
         self.versions = schema.collection_versions(counters)
         self._collections = {c.name: c for c in collections}
-        self._stats = stats
+        self._stats_by = stats
         self.vocabulary = vocabulary
         self.file_ids = file_ids
         self._connections = _Connections(url)
@@ -154,7 +126,7 @@ class PostgresIndex:
         with schema.connect(url, autocommit=True) as db, db.transaction():
             db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             counters = schema.counters(db)
-            stats = {name: _Stats(chunks, length) for name, chunks, length in db.execute(
+            stats = {name: Stats(chunks, length) for name, chunks, length in db.execute(
                 "SELECT collection, chunks, length FROM collection_stats WHERE chunks > 0")}
             collections = [Collection(name, display, focus) for name, display, focus in db.execute(
                 "SELECT name, display_name, focus FROM collections ORDER BY NOT bundled, created_at, name")]
@@ -187,7 +159,7 @@ class PostgresIndex:
 
     @property
     def chunk_count(self) -> int:
-        return sum(s.chunks for s in self._stats.values())
+        return sum(s.chunks for s in self._stats_by.values())
 
     @property
     def document_count(self) -> int:
@@ -214,7 +186,7 @@ class PostgresIndex:
                               "GROUP BY title, section ORDER BY min(id)", (collection,)).fetchall()
         languages = db.execute("SELECT language, count(*) FROM documents WHERE collection = %s AND language IS NOT "
                                "NULL GROUP BY language ORDER BY min(doc_id)", (collection,)).fetchall()
-        stats = self._stats.get(collection)
+        stats = self._stats_by.get(collection)
         return Outline(documents[0] if documents else 0, stats.chunks if stats else 0, [t for t, in first],
                        Counter({(t, s): n for t, s, n in sections}), Counter(dict(languages)))
 
@@ -245,79 +217,33 @@ class PostgresIndex:
         the next load finds the rest)."""
         return vectors.waiting(self._db(), self.vector_key) if self.vector_key else []
 
-    # --- search ---------------------------------------------------------------------------------
+    # --- what a search reads (``champions.ChampionIndex.search``) ------------------------------------
 
-    def search(self, query: str, collection: str, *, limit: int | None = 10, doc_id: str | None = None,
-               query_vector: np.ndarray | None = None, fusion: tuple[float, float] | None = None,
-               sentence_match: float | None = None) -> list[Hit]:
-        """Best chunks of ``collection`` (optionally of one document) for ``query``: by its words (see the module
-        docstring), and with ``query_vector`` by meaning too, the two fused as the index in memory fuses them
-        (``hybrid.py``).  ``sentence_match`` is not used: no sentence vectors in the database yet."""
-        if collection not in self._collections:
-            raise KeyError(collection)
-        stats = self._stats.get(collection) or _Stats(0, 0.0)
-        asked = postings.query(self.vocabulary, query)
-        meaning = (query_vector is not None and self.vector_key is not None and collection in self._meaning)
-        if not asked.tokens and not meaning:
-            return []
-        db = self._db()
-        dfs = dict(db.execute("SELECT stem, df FROM stems WHERE collection = %s AND stem = ANY(%s)",
-                              (collection, asked.stems)).fetchall())
-        idfs = {stem: postings.idf(stats.chunks, df) for stem, df in dfs.items()}
-        candidates = self._candidates(db, asked, idfs, collection, doc_id, query, postings.candidates(limit))
-        scored = [(score, i) for i, row in enumerate(candidates)
-                  if (score := postings.score(asked.weights, _frequencies(row), row[4], idfs, stats.avgdl)) > 0]
-        pairs = [_ranked(row, collection) for row in candidates]
-        scored = ranking.boost_articles(scored, pairs, query)
-        similarity: dict[int, float] = {}
-        if meaning:
-            lexical, semantic = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
-            weights = (lexical * self.vocabulary.known_share(asked.tokens, dfs.__contains__), semantic)
-            ranked, similarity = self._fused(db, (collection, doc_id), scored, candidates, pairs, asked,
-                                             query_vector, limit, weights)  # type: ignore[arg-type]
-        else:
-            ranked = ranking.best(scored, pairs, limit)  # type: ignore[arg-type]
-        raw = {i: score for score, i in scored}  # before a long summary's discount, as the index reports it
-        top = ranked[0][0] if ranked else 1.0
-        found = self._passages(db, [candidates[i][0] for _, i in ranked])
-        return [Hit(*found[candidates[i][0]], raw.get(i, 0.0), round(score / top, 4),
-                    self.vocabulary.matched_share(asked.tokens, asked.compounds, _holds(candidates[i])),
-                    round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
+    def _stats(self, collection: str) -> Stats:
+        return self._stats_by.get(collection) or Stats(0, 0.0)
 
-    def _fused(self, db: psycopg.Connection, where: tuple[str, str | None], scored: list[tuple[float, int]],
-               candidates: list[tuple], pairs: list[tuple[Document, Chunk]], asked: postings.Query,
-               vector: np.ndarray, limit: int | None, weights: tuple[float, float]
-               ) -> tuple[list[tuple[float, int]], dict[int, float]]:
-        """The words' ranking fused with the nearest passages by meaning (``ranking.fused``); the passages found by
-        meaning alone join ``candidates`` and ``pairs``.  The ranking, and the cosines of its passages."""
-        key, (collection, doc_id) = self.vector_key or "", where
-        depth = max(limit or postings.CANDIDATES, hybrid.FUSION_DEPTH)
-        near = vectors.nearest(db, key, collection, vector, depth, doc_id)
-        slot = {row[0]: i for i, row in enumerate(candidates)}
-        missing = [chunk_id for _, chunk_id in near if chunk_id not in slot]
-        if missing:
-            for row in db.execute(_CANDIDATES, {"stems": asked.stems, "collection": "", "doc_id": None,
-                                                "ids": missing, "articles": []}).fetchall():
-                slot[row[0]] = len(candidates)
-                candidates.append(row)
-                pairs.append(_ranked(row, collection))
-        cosines = {slot[chunk_id]: cosine for cosine, chunk_id in near}
-        fused = hybrid.fuse(ranking.best(scored, pairs, depth), [(c, slot[i]) for c, i in near], weights=weights)
-        ranked = ranking.ordered(fused, pairs, limit)
-        unknown = [candidates[i][0] for _, i in ranked if i not in cosines]
-        if unknown:
-            by_id = vectors.similarities(db, key, unknown, vector)
-            cosines |= {slot[chunk_id]: cosine for chunk_id, cosine in by_id.items()}
-        return ranked, {i: cosines[i] for _, i in ranked if i in cosines}
+    def _dfs(self, collection: str, stems: Sequence[str]) -> dict[str, int]:
+        return dict(self._db().execute("SELECT stem, df FROM stems WHERE collection = %s AND stem = ANY(%s)",
+                                       (collection, list(stems))).fetchall())
 
-    def _candidates(self, db: psycopg.Connection, asked: postings.Query, idfs: dict[str, float], collection: str,
-                    doc_id: str | None, query: str, count: int) -> list[tuple]:
+    def _rows(self, stems: Sequence[str], ids: Sequence[int]) -> list[Row]:
+        return self._db().execute(_CANDIDATES, {"stems": list(stems), "collection": "", "doc_id": None,
+                                                "ids": list(ids), "articles": []}).fetchall()
+
+    def _nearest(self, collection: str, vector: np.ndarray, depth: int, doc_id: str | None
+                 ) -> list[tuple[float, int]]:
+        return vectors.nearest(self._db(), self.vector_key or "", collection, vector, depth, doc_id)
+
+    def _similarities(self, ids: Sequence[int], vector: np.ndarray) -> dict[int, float]:
+        return vectors.similarities(self._db(), self.vector_key or "", list(ids), vector)
+
+    def _candidates(self, asked: postings.Query, idfs: dict[str, float], collection: str, doc_id: str | None,
+                    query: str, count: int) -> list[Row]:
         """The chunks a search scores: the document's own, else the best by the champion postings and those of the
-        articles the query names; per chunk (id, doc_id, chunk_index, section, length, its document's kind, and the
-        query stems it holds with their counts)."""
+        articles the query names."""
+        db = self._db()
         wanted = {"stems": asked.stems, "collection": collection, "doc_id": doc_id, "ids": [],
-                  "articles": [] if doc_id is not None else sorted({m.lower() for m in
-                                                                    ARTICLE_REF_ONE_LETTER.findall(query)})}
+                  "articles": [] if doc_id is not None else ranking.named_articles(query)}
         if doc_id is None:
             rows = [(stem, number, weight, idfs[stem]) for number, (term, weight) in enumerate(asked.weights.items())
                     for stem in sorted(term) if stem in idfs]
@@ -328,10 +254,9 @@ class PostgresIndex:
                 "champions": postings.CHAMPIONS, "candidates": count})]
         return db.execute(_CANDIDATES, wanted).fetchall()
 
-    def _passages(self, db: psycopg.Connection, ids: list[int]) -> dict[int, tuple[Document, Chunk]]:
-        """The chunks ``ids`` whole, with their documents (without chunks), by chunk id."""
-        rows = db.execute(f"SELECT {_CHUNK}, {_DOCUMENT} FROM chunks c JOIN documents d ON d.id = c.document "
-                          "WHERE c.id = ANY(%s)", (ids,)).fetchall()
+    def _passages(self, ids: Sequence[int]) -> dict[int, tuple[Document, Chunk]]:
+        rows = self._db().execute(f"SELECT {_CHUNK}, {_DOCUMENT} FROM chunks c JOIN documents d ON "
+                                  "d.id = c.document WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
         documents: dict[str, Document] = {}
         found = {}
         for row in rows:

@@ -1,0 +1,153 @@
+"""Searching a library whose postings live in tables (``postings.py``): the flow both table engines share.
+
+The library in PostgreSQL (``postgres/search.py``) and the SQLite file searched on disk (``sqlite/search.py``) keep
+the same tables in their own SQL; ``ChampionIndex.search`` is the search they share: the query's terms as the index
+in memory counts them, its stems' document frequencies, the candidates (a document's own chunks, else the best by
+the champion postings plus those of the articles the query names), each scored exactly from its own stems, ranked
+as the index in memory ranks (``ranking.py``) and, with a query vector, fused with the nearest passages by meaning
+(``hybrid.py``).  An engine gives the rows; the rule is here once.
+
+A candidate row: (chunk id, doc_id, chunk_index, section, length, its document's kind, the query stems it holds,
+their counts).
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import hybrid, postings, ranking
+from .documents import Chunk, Collection, Document
+from .searchable import Hit
+from .vocabulary import Vocabulary
+
+__all__ = ["ChampionIndex", "Row", "Stats"]
+
+Row = tuple  # (id, doc_id, chunk_index, section, length, kind, stems, tfs): see the module docstring
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A collection's chunk count and total length (BM25's average length)."""
+
+    chunks: int
+    length: float
+
+    @property
+    def avgdl(self) -> float:
+        return (self.length / self.chunks if self.chunks else 0.0) or 1.0
+
+
+def _ranked(row: Row, collection: str) -> tuple[Document, Chunk]:
+    """A candidate as ranking reads it (doc_id, kind, chunk_index, section): the rest is read for the hits only."""
+    return (Document(row[1], collection, "", (), kind=row[5]),
+            Chunk(row[1], collection, row[2], "", row[3], ""))
+
+
+def _frequencies(row: Row) -> dict[str, float]:
+    """A candidate's counts of the query's stems."""
+    return dict(zip(row[6] or (), row[7] or (), strict=True))
+
+
+def _holds(row: Row) -> Callable[[frozenset[str]], bool]:
+    """Whether a candidate holds any of some stems (of the query's: those it was read with)."""
+    held = _frequencies(row)
+    return lambda stems: any(stem in held for stem in stems)
+
+
+class ChampionIndex:
+    """The search of a library kept in tables; an engine implements the reads below ``search``."""
+
+    vector_key: str | None
+    vocabulary: Vocabulary
+    _collections: dict[str, Collection]
+    _meaning: set[str]
+
+    def search(self, query: str, collection: str, *, limit: int | None = 10, doc_id: str | None = None,
+               query_vector: np.ndarray | None = None, fusion: tuple[float, float] | None = None,
+               sentence_match: float | None = None) -> list[Hit]:
+        """Best chunks of ``collection`` (optionally of one document) for ``query``: by its words (see the module
+        docstring), and with ``query_vector`` by meaning too, the two fused as the index in memory fuses them
+        (``hybrid.py``).  ``sentence_match`` is not used: no sentence vectors in the tables yet."""
+        if collection not in self._collections:
+            raise KeyError(collection)
+        stats = self._stats(collection)
+        asked = postings.query(self.vocabulary, query)
+        meaning = (query_vector is not None and self.vector_key is not None and collection in self._meaning)
+        if not asked.tokens and not meaning:
+            return []
+        dfs = self._dfs(collection, asked.stems)
+        idfs = {stem: postings.idf(stats.chunks, df) for stem, df in dfs.items()}
+        candidates = self._candidates(asked, idfs, collection, doc_id, query, postings.candidates(limit))
+        scored = [(score, i) for i, row in enumerate(candidates)
+                  if (score := postings.score(asked.weights, _frequencies(row), row[4], idfs, stats.avgdl)) > 0]
+        pairs = [_ranked(row, collection) for row in candidates]
+        scored = ranking.boost_articles(scored, pairs, query)
+        similarity: dict[int, float] = {}
+        if meaning:
+            lexical, semantic = fusion or (hybrid.LEXICAL_WEIGHT, hybrid.SEMANTIC_WEIGHT)
+            weights = (lexical * self.vocabulary.known_share(asked.tokens, dfs.__contains__), semantic)
+            ranked, similarity = self._fused((collection, doc_id), scored, candidates, pairs, asked,
+                                             query_vector, limit, weights)  # type: ignore[arg-type]
+        else:
+            ranked = ranking.best(scored, pairs, limit)  # type: ignore[arg-type]
+        raw = {i: score for score, i in scored}  # before a long summary's discount, as the index reports it
+        top = ranked[0][0] if ranked else 1.0
+        found = self._passages([candidates[i][0] for _, i in ranked])
+        return [Hit(*found[candidates[i][0]], raw.get(i, 0.0), round(score / top, 4),
+                    self.vocabulary.matched_share(asked.tokens, asked.compounds, _holds(candidates[i])),
+                    round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
+
+    def _fused(self, where: tuple[str, str | None], scored: list[tuple[float, int]], candidates: list[Row],
+               pairs: list[tuple[Document, Chunk]], asked: postings.Query, vector: np.ndarray, limit: int | None,
+               weights: tuple[float, float]) -> tuple[list[tuple[float, int]], dict[int, float]]:
+        """The words' ranking fused with the nearest passages by meaning (``ranking.fused``); the passages found by
+        meaning alone join ``candidates`` and ``pairs``.  The ranking, and the cosines of its passages."""
+        collection, doc_id = where
+        depth = max(limit or postings.CANDIDATES, hybrid.FUSION_DEPTH)
+        near = self._nearest(collection, vector, depth, doc_id)
+        slot = {row[0]: i for i, row in enumerate(candidates)}
+        missing = [chunk_id for _, chunk_id in near if chunk_id not in slot]
+        for row in self._rows(asked.stems, missing) if missing else ():
+            slot[row[0]] = len(candidates)
+            candidates.append(row)
+            pairs.append(_ranked(row, collection))
+        cosines = {slot[chunk_id]: cosine for cosine, chunk_id in near}
+        fused = hybrid.fuse(ranking.best(scored, pairs, depth), [(c, slot[i]) for c, i in near], weights=weights)
+        ranked = ranking.ordered(fused, pairs, limit)
+        unknown = [candidates[i][0] for _, i in ranked if i not in cosines]
+        if unknown:
+            cosines |= {slot[chunk_id]: cosine for chunk_id, cosine in self._similarities(unknown, vector).items()}
+        return ranked, {i: cosines[i] for _, i in ranked if i in cosines}
+
+    # --- what an engine reads -------------------------------------------------------------------------
+
+    def _stats(self, collection: str) -> Stats:
+        raise NotImplementedError
+
+    def _dfs(self, collection: str, stems: Sequence[str]) -> dict[str, int]:
+        """The document frequency of each of ``stems`` the collection holds."""
+        raise NotImplementedError
+
+    def _candidates(self, asked: postings.Query, idfs: dict[str, float], collection: str, doc_id: str | None,
+                    query: str, count: int) -> list[Row]:
+        """The chunks a search scores: the document's own, else the best ``count`` by the champion postings and
+        those of the articles the query names."""
+        raise NotImplementedError
+
+    def _rows(self, stems: Sequence[str], ids: Sequence[int]) -> list[Row]:
+        """The chunks ``ids`` as candidate rows (found by meaning alone)."""
+        raise NotImplementedError
+
+    def _passages(self, ids: Sequence[int]) -> dict[int, tuple[Document, Chunk]]:
+        """The chunks ``ids`` whole, with their documents (without chunks), by chunk id."""
+        raise NotImplementedError
+
+    def _nearest(self, collection: str, vector: np.ndarray, depth: int, doc_id: str | None
+                 ) -> list[tuple[float, int]]:
+        """The ``depth`` passages nearest ``vector`` as (cosine, chunk id), best first."""
+        raise NotImplementedError
+
+    def _similarities(self, ids: Sequence[int], vector: np.ndarray) -> dict[int, float]:
+        """The cosine of each of the passages ``ids`` that has a vector to ``vector``."""
+        raise NotImplementedError
