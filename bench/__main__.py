@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import library, scale, scenarios, upload
+from bench import library, ondisk, scale, scenarios, upload
 from bench.harness import (
     LLM_MAX_CONCURRENCY,
     ROOT,
@@ -262,11 +262,19 @@ async def _library(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Name
         data["library"] = await asyncio.to_thread(library.measure, lab.work, size)
 
 
+async def _ondisk(lab: scenarios.Lab, data: dict[str, Any], args: argparse.Namespace,
+                  sizes: dict[str, int]) -> None:
+    """section 13: the embedded library on disk: start-up, memory and search at 200,000 chunks"""
+    size = ondisk.SMOKE if args.smoke else ondisk.FULL
+    with section(data, f"The embedded library on disk: {size.chunks:,} chunks (section 13)"):
+        data["ondisk"] = await asyncio.to_thread(ondisk.measure, lab.work, size)
+
+
 # --only's names, in the order a run takes them
 PARTS = {"latency": _latency, "speedup": _speedup, "sides": _sides, "relay": _relay, "profile": _profile,
          "tracing": _tracing, "mcp": _mcp,
          "cache": _cache, "sweep": _sweep, "security": _security, "scale": _scale, "upload": _upload,
-         "library": _library}
+         "library": _library, "ondisk": _ondisk}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from app.settings import Settings
-from bench import stacks
+from bench import ondisk, stacks
 from bench.harness import percentile
 from bench.library import summary as library_summary
 from bench.scale import summary as scale_summary
@@ -172,7 +172,7 @@ def judgements(data: dict[str, Any]) -> dict[str, Any]:
         out["cache_hit"] = {b: p(v["hit"], 50) for b, v in data["cache"].items()}
         out["checks"] += [(f"Cache hit ({backend}), p50", f"< {t['cache_hit_ms']:.0f} ms", f"{hit * 1000:.1f} ms",
                            hit * 1000 < t["cache_hit_ms"]) for backend, hit in out["cache_hit"].items()]
-    for part, checks in (("scale", scale_checks), ("library", library_checks)):
+    for part, checks in (("scale", scale_checks), ("library", library_checks), ("ondisk", ondisk.checks)):
         if part in data:
             out["checks"] += checks(data[part])
     if "upload" in data:
@@ -910,7 +910,7 @@ def _scale_section(data: dict[str, Any]) -> str:
         ["index up to date after one more PDF (`LiveIndex.current()`)",
          ", ".join(f"{r['reload_s']:.2f} s" for r in reloads) + " (each about 10 pages)",
          f"{s['reload_s']:.2f} s worst", mark(judged[1][3])],
-        ["search, `Index.search` in process", f"{len(probe['search_s'])} searches of {probe['queries']} questions, "
+        ["search, `SqliteIndex.search` in process", f"{len(probe['search_s'])} searches of {probe['queries']} questions, "
          f"max {s['search_max'] * 1000:.1f} ms", f"p50 {s['search_p50'] * 1000:.1f} ms, "
          f"p95 {s['search_p95'] * 1000:.1f} ms", mark(judged[2][3])],
         ["resident memory (VmRSS) of that process", f"{probe['base_mb']:.0f} MB before loading, "
@@ -926,7 +926,7 @@ def _scale_section(data: dict[str, Any]) -> str:
         f"one collection, their sentences drawn from the {corpus['source_files']} Markdown files of the bundled "
         "corpus and shuffled into new paragraphs. Every step runs in a process of its own pinned to one core "
         f"(core {scale['core']}). The server's side is `python -m bench.scale probe`: `LiveIndex.load` as `python -m "
-        "docserver` starts, then `Index.search` over questions of eval/*.jsonl, then per added PDF a `python -m "
+        "docserver` starts, then `SqliteIndex.search` over questions of eval/*.jsonl, then per added PDF a `python -m "
         "docserver ingest` of it and the `LiveIndex.current()` call that brings the index up to date, the code path "
         "of a running server's next tool call. The rows so far search by words alone (BM25), measured before any "
         "vector exists.",
@@ -936,7 +936,7 @@ def _scale_section(data: dict[str, Any]) -> str:
         "float32s (the size of multilingual-e5-small's, `make embeddings`), straight into the index file's "
         "`vectors` table as an ingest with embeddings leaves it; the search's cost does not depend on what the "
         "vectors mean, so no embedding endpoint is needed. A new process on the same core (`python -m bench.scale "
-        "probe --vectors`: nothing cached from the first) loads the index with its vectors (`Index.load(vector_key="
+        "probe --vectors`: nothing cached from the first) loads the index with its vectors (`SqliteIndex.load(vector_key="
         "...)`, as a server with `EMBEDDINGS_URL` starts) and searches every question the same number of times, each "
         "with a random query vector made before the clock starts: embedding the query is a call to the endpoint, "
         "timed apart. That call, and the embedding of passages during an ingest, are measured only against a real "
@@ -954,12 +954,12 @@ def _scale_vector_rows(scale: dict[str, Any], s: dict[str, float], verdict: bool
     if vectors is None:
         return []
     rows = [
-        ["search with vectors (hybrid), `Index.search` in process",
+        ["search with vectors (hybrid), `SqliteIndex.search` in process",
          f"{len(vectors['search_s'])} searches of {probe['queries']} questions, each with its query vector, max "
          f"{s['hybrid_max'] * 1000:.1f} ms; words only above: p50 {s['search_p50'] * 1000:.1f} ms, p95 "
          f"{s['search_p95'] * 1000:.1f} ms", f"p50 {s['hybrid_p50'] * 1000:.1f} ms, p95 {s['hybrid_p95'] * 1000:.1f} ms",
          mark(verdict)],
-        ["start-up with vectors (`Index.load(vector_key=...)`)",
+        ["start-up with vectors (`SqliteIndex.load(vector_key=...)`)",
          f"{vectors['chunks']:,} chunks (the added PDFs' included), {vectors['stored']:,} passage vectors "
          f"({vectors['dimension']} float32s each) written in {vectors['write_s']:.1f} s: index file "
          f"{probe['index_mb']:.0f} → {vectors['index_mb']:.0f} MB; words only {probe['load_s']:.2f} s",
@@ -1510,6 +1510,7 @@ def _sections(data: dict[str, Any], judged: dict[str, Any]) -> list[str]:
         ("scale", lambda: _scale_section(data)),
         ("upload", lambda: _upload_section(data, judged)),
         ("library", lambda: _library_section(data)),
+        ("ondisk", lambda: ondisk.section(data["ondisk"], table, mark)),
     ]
     return [make() for part, make in parts if part in data]
 

@@ -10,15 +10,15 @@ Measured, each in a process of its own pinned to one core:
 
 * ingest: `python -m docserver ingest` of the PDFs (pages per second), then of the text documents;
 * a server's index (`python -m bench.scale probe`): `LiveIndex.load` as `python -m docserver` starts, its resident
-  memory, `Index.search` latency over a few hundred questions of eval/*.jsonl, and the time `LiveIndex.current()`
+  memory, `SqliteIndex.search` (the index on disk) latency over a few hundred questions of eval/*.jsonl, and the time `LiveIndex.current()`
   takes to bring the index up to date after `python -m docserver ingest` added one more PDF, the code path of a
   running server's tool call;
 * then, the words-only figures taken, search by meaning too: the probe writes a stand-in vector for every passage
   of the index (a seeded random unit vector of 384 float32s, the space ``VECTOR_KEY``) straight into the index
   file's ``vectors`` table, as an ingest with embeddings leaves it (the search's cost does not depend on what the
   vectors mean, and no embedding endpoint is needed); a new process (`python -m bench.scale probe --vectors`: no
-  stem cache or heap left from the first) measures `Index.load(vector_key=VECTOR_KEY)`, its resident memory, and
-  `Index.search(query_vector=...)` over the same questions, each with a random query vector made before the clock
+  stem cache or heap left from the first) measures `SqliteIndex.load(vector_key=VECTOR_KEY)`, its resident memory, and
+  `SqliteIndex.search(query_vector=...)` over the same questions, each with a random query vector made before the clock
   starts (embedding the query is timed apart);
 * with ``EMBEDDINGS_URL`` set, the embedding endpoint itself (`python -m bench.scale embed`): `embed_chunks`, the
   ingest's embedding step, over a fixed sample of the corpus's passages (passages per second), and
@@ -305,7 +305,7 @@ async def _probe(index: Path, queries: list[str], passes: int, additions: list[P
     gc.collect()
     loaded_mb = _status_mb("VmRSS")
     index_now = await live.current()
-    chunks = len([c for d in index_now.documents(COLLECTION) for c in d.chunks])
+    chunks = index_now.outline(COLLECTION, 0).chunks
     for query in queries[:10]:  # warm-up: the stem cache and the decompounder's memo
         index_now.search(query, COLLECTION)
     latencies = []
@@ -324,9 +324,10 @@ async def _probe(index: Path, queries: list[str], passes: int, additions: list[P
         t1 = time.perf_counter()
         index_now.search(queries[0], COLLECTION)
         reloads.append({"reload_s": reload_s, "first_search_s": time.perf_counter() - t1,
-                        "chunks": len([c for d in index_now.documents(COLLECTION) for c in d.chunks]),
-                        "documents": len(index_now.documents(COLLECTION))})
-    result = {"load_s": load_s, "chunks": chunks, "documents": len(live.index.documents(COLLECTION)) - len(additions),
+                        "chunks": index_now.outline(COLLECTION, 0).chunks,
+                        "documents": index_now.outline(COLLECTION, 0).documents})
+    result = {"load_s": load_s, "chunks": chunks, "documents": live.index.outline(COLLECTION, 0).documents
+              - len(additions), "engine": type(live.index).__name__,
               "base_mb": base_mb, "loaded_mb": loaded_mb, "searched_mb": searched_mb, "final_mb": _status_mb("VmRSS"),
               "peak_mb": _status_mb("VmHWM"), "search_s": latencies, "queries": len(queries), "reloads": reloads,
               "index_mb": index.stat().st_size / 2**20}
@@ -369,15 +370,15 @@ def write_vectors(path: Path) -> int:
 
 def _probe_hybrid(index: Path, queries: list[str], passes: int) -> dict[str, Any]:
     """What a server process searching by meaning too sees, measured as ``_probe`` measures the words-only one but
-    in a new process (no stem cache or memory left from that one): ``Index.load`` with the passages' vectors of
-    ``VECTOR_KEY``, its resident memory, and ``Index.search`` of each question with a random query vector made
+    in a new process (no stem cache or memory left from that one): ``SqliteIndex.load`` with the passages' vectors
+    of ``VECTOR_KEY``, its resident memory, and ``SqliteIndex.search`` of each question with a random query vector made
     before timing (the embedding of the query is timed apart)."""
-    from docserver.index import Index
+    from docserver.sqlite.search import SqliteIndex
 
     gc.collect()
     base_mb = _status_mb("VmRSS")
     started = time.perf_counter()
-    hybrid = Index.load(index_path=index, vector_key=VECTOR_KEY)
+    hybrid = SqliteIndex.load(index, vector_key=VECTOR_KEY)
     load_s = time.perf_counter() - started
     gc.collect()
     loaded_mb = _status_mb("VmRSS")
@@ -395,7 +396,7 @@ def _probe_hybrid(index: Path, queries: list[str], passes: int) -> dict[str, Any
             latencies.append(time.perf_counter() - t0)
     return {"base_mb": base_mb, "load_s": load_s, "loaded_mb": loaded_mb, "searched_mb": _status_mb("VmRSS"),
             "peak_mb": _status_mb("VmHWM"), "search_s": latencies,
-            "chunks": len([c for d in hybrid.documents(COLLECTION) for c in d.chunks])}
+            "chunks": hybrid.outline(COLLECTION, 0).chunks}
 
 
 def probe_main(argv: Sequence[str] | None = None) -> int:

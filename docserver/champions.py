@@ -68,7 +68,8 @@ class ChampionIndex:
                sentence_match: float | None = None) -> list[Hit]:
         """Best chunks of ``collection`` (optionally of one document) for ``query``: by its words (see the module
         docstring), and with ``query_vector`` by meaning too, the two fused as the index in memory fuses them
-        (``hybrid.py``).  ``sentence_match`` is not used: no sentence vectors in the tables yet."""
+        (``hybrid.py``); with ``sentence_match`` too, each hit names its sentences whose cosine to the query reaches
+        it, where the engine keeps sentence vectors (``_with_sentences``)."""
         if collection not in self._collections:
             raise KeyError(collection)
         stats = self._stats(collection)
@@ -93,10 +94,14 @@ class ChampionIndex:
             ranked = ranking.best(scored, pairs, limit)  # type: ignore[arg-type]
         raw = {i: score for score, i in scored}  # before a long summary's discount, as the index reports it
         top = ranked[0][0] if ranked else 1.0
-        found = self._passages([candidates[i][0] for _, i in ranked])
-        return [Hit(*found[candidates[i][0]], raw.get(i, 0.0), round(score / top, 4),
+        ids = [candidates[i][0] for _, i in ranked]
+        found = self._passages(ids)
+        hits = [Hit(*found[candidates[i][0]], raw.get(i, 0.0), round(score / top, 4),
                     self.vocabulary.matched_share(asked.tokens, asked.compounds, _holds(candidates[i])),
                     round(similarity[i], 4) if i in similarity else None) for score, i in ranked]
+        if sentence_match is None or not similarity:
+            return hits
+        return self._with_sentences(hits, ids, query_vector, sentence_match)  # type: ignore[arg-type]
 
     def _fused(self, where: tuple[str, str | None], scored: list[tuple[float, int]], candidates: list[Row],
                pairs: list[tuple[Document, Chunk]], asked: postings.Query, vector: np.ndarray, limit: int | None,
@@ -121,6 +126,12 @@ class ChampionIndex:
         return ranked, {i: cosines[i] for _, i in ranked if i in cosines}
 
     # --- what an engine reads -------------------------------------------------------------------------
+
+    def _with_sentences(self, hits: list[Hit], ids: Sequence[int], vector: np.ndarray, threshold: float
+                        ) -> list[Hit]:
+        """``hits`` (of the chunks ``ids``) naming their sentences that match ``vector`` (``sentences.py``); as
+        they are where the engine keeps no sentence vectors."""
+        return hits
 
     def _stats(self, collection: str) -> Stats:
         raise NotImplementedError

@@ -32,10 +32,10 @@ from .hybrid import SlotVectors
 from .lexical import Lexical
 from .searchable import Hit, Outline
 from .sentences import SentenceVectors
-from .store import IndexVersion, Snapshot, read_snapshot, resolve_index_path
+from .store import IndexVersion, read_snapshot, resolve_index_path
 from .vectors import file_vectors, passage_digest
 
-__all__ = ["Hit", "Index"]
+__all__ = ["Hit", "Index", "collection_versions"]
 
 logger = logging.getLogger("docserver")
 
@@ -48,18 +48,18 @@ def _fingerprint(documents: Iterable[Document]) -> str:
     return digest.hexdigest()[:12]
 
 
-def _versions(collections: Iterable[Collection], corpus: Iterable[Document], snapshot: Snapshot) -> dict[str, str]:
-    """Each collection's version: the index file's counter for it (``schema.collection_versions``; the file's
-    generation when code from before the counters wrote its documents), then a digest of its corpus documents."""
+def collection_versions(names: Iterable[str], corpus: Iterable[Document], counted: Mapping[str, str],
+                        in_file: set[str], generation: int) -> dict[str, str]:
+    """Each collection's version: the index file's counter for it (``counted``, ``schema.collection_versions``; the
+    file's ``generation`` when code from before the counters wrote its documents: ``in_file``), then a digest of its
+    corpus documents."""
     from_corpus: dict[str, list[Document]] = defaultdict(list)
     for doc in corpus:
         from_corpus[doc.collection].append(doc)
-    in_file = {doc.collection for doc in snapshot.documents}
-    generation = snapshot.version.generation if snapshot.version is not None else 0
     versions = {}
-    for name in (c.name for c in collections):
-        counted = snapshot.versions.get(name) or (f"g{generation}" if name in in_file else None)
-        parts = [counted, "c" + _fingerprint(from_corpus[name]) if name in from_corpus else None]
+    for name in names:
+        count = counted.get(name) or (f"g{generation}" if name in in_file else None)
+        parts = [count, "c" + _fingerprint(from_corpus[name]) if name in from_corpus else None]
         versions[name] = "+".join(p for p in parts if p) or "c" + _fingerprint(())
     return versions
 
@@ -202,7 +202,9 @@ class Index:
                     else None)
         index.source_version = snapshot.version
         index.file_ids = snapshot.file_ids
-        index.versions = _versions(index.collections, corpus, snapshot)
+        index.versions = collection_versions(
+            (c.name for c in index.collections), corpus, snapshot.versions, {d.collection for d in snapshot.documents},
+            snapshot.version.generation if snapshot.version is not None else 0)
         return index
 
     @property

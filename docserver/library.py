@@ -34,6 +34,7 @@ from .documents import Document
 from .formats import Limits
 from .ingest import COLLECTION_NAME, file_sha256, read_file, with_id
 from .originals import drop_unused_originals, incoming_dir, originals_dir
+from .sqlite import words
 from .store import SourceFile, resolve_index_path, write_document
 
 __all__ = ["FILE_ID", "Attachment", "AttachmentStatus", "CollectionInfo", "Library", "StoredFile", "cancelled",
@@ -176,6 +177,7 @@ class Library:
         with closing(schema.connect(self.path)) as db, db:
             db.execute("BEGIN IMMEDIATE")
             yield db
+            words.refresh(db)  # the search copy follows the documents written (sqlite/words.py)
 
     # --- files ------------------------------------------------------------------------------------------------------
 

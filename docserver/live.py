@@ -46,10 +46,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .corpus import BUNDLED_CORPUS
 from .documents import Chunk
 from .embeddings import Embedder, EmbeddingError
 from .index import Index
 from .searchable import Searchable
+from .sqlite.search import SqliteIndex
 from .store import IndexSchemaError, index_version, resolve_index_path
 from .vectors import Embedded, embed_chunks
 
@@ -58,7 +60,7 @@ try:
 except ImportError:  # without the postgres extra there is no database to fail
     _DatabaseError = OSError  # type: ignore[assignment,misc]
 
-__all__ = ["CHECK_INTERVAL_S", "QUERY_WAIT_S", "RELOAD_WAIT_S", "RETRY_S", "LiveIndex"]
+__all__ = ["CHECK_INTERVAL_S", "LIBRARY_ERRORS", "QUERY_WAIT_S", "RELOAD_WAIT_S", "RETRY_S", "LiveIndex"]
 
 logger = logging.getLogger("docserver")
 
@@ -67,9 +69,29 @@ RELOAD_WAIT_S = 0.1  # at most, after a reload began, for the calls that find it
 # What reading a damaged, foreign or vanishing index file raises; the server keeps its previous index.
 # (JSON errors in stored metadata are ValueErrors.)
 _READ_ERRORS = (sqlite3.Error, OSError, ValueError, IndexSchemaError, _DatabaseError)
+# What a search of a library read on disk or in a database raises when it cannot be read (tools.py answers an error).
+LIBRARY_ERRORS = (sqlite3.Error, OSError, _DatabaseError)
 _UNREAD = object()  # the version, when reading it failed
 QUERY_WAIT_S = 5.0  # at most, for a query's vector; then it is searched by its words alone
 RETRY_S = 30.0  # after the embedding endpoint failed: neither queries nor waiting passages go to it for this long
+
+
+def _bundled(corpus_dir: Path | str | None) -> bool:
+    """Whether ``corpus_dir`` is the bundled corpus: the one corpus a library file holds (``sqlite/words.py``), so
+    servers on one file never undo each other's.  A server given another (``--corpus``) holds its corpus and the
+    file's documents in memory, as before the file was searched on disk."""
+    return corpus_dir is None or Path(corpus_dir).resolve() == BUNDLED_CORPUS.resolve()
+
+
+def _on_disk(path: Path, corpus_dir: Path | str | None, embedder: Embedder | None) -> SqliteIndex | None:
+    """The library in the file at ``path`` searched on disk (``sqlite/search.py``); None when its search copy is
+    behind and the file cannot be written (read-only, or damaged): then the index is held in memory, as before."""
+    try:
+        return SqliteIndex.load(path, corpus_dir, vector_key=embedder.settings.key if embedder else None,
+                                sentences=embedder is not None and embedder.settings.sentences)
+    except _READ_ERRORS as exc:
+        logger.warning("index %s cannot be searched on disk (%s); holding it in memory", path, exc)
+        return None
 
 
 class LiveIndex:
@@ -129,8 +151,10 @@ class LiveIndex:
             return cls(library, corpus_dir=corpus_dir, database_url=database_url, check_interval_s=check_interval_s,
                        reload_wait_s=reload_wait_s, embedder=embedder)
         path = resolve_index_path(index_path)
-        index = Index.load(corpus_dir, index_path=path, vector_key=embedder.settings.key if embedder else None,
-                           sentences=embedder is not None and embedder.settings.sentences)
+        index = _on_disk(path, corpus_dir, embedder) if _bundled(corpus_dir) else None
+        if index is None:
+            index = Index.load(corpus_dir, index_path=path, vector_key=embedder.settings.key if embedder else None,
+                               sentences=embedder is not None and embedder.settings.sentences)
         return cls(index, corpus_dir=corpus_dir, index_path=path, check_interval_s=check_interval_s,
                    reload_wait_s=reload_wait_s, embedder=embedder)
 
@@ -184,6 +208,9 @@ class LiveIndex:
             from .postgres.search import PostgresIndex
 
             return PostgresIndex.load(self._database, self._index, self._index.vector_key)  # type: ignore[arg-type]
+        if isinstance(self._index, SqliteIndex):
+            return SqliteIndex.load(self._path, self._corpus_dir, self._index,  # type: ignore[arg-type]
+                                    vector_key=self._index.vector_key, sentences=self.sentence_match is not None)
         return Index.load(self._corpus_dir, index_path=self._path, previous=self._index,  # type: ignore[arg-type]
                           vector_key=self._index.vector_key, sentences=self.sentence_match is not None)
 

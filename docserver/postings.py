@@ -12,7 +12,8 @@ The terms are the index's (``vocabulary.py``): Dutch and English stems per token
 ``PART_WEIGHT``, title and section words ``HEADER_BOOST`` times; BM25 with its ``K1`` and ``B`` and its IDF.
 """
 
-from collections.abc import Mapping
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from textkit import stems, tokenize
@@ -21,8 +22,8 @@ from .bm25 import K1, B, idf, norm
 from .documents import Chunk
 from .vocabulary import HEADER_BOOST, PART_WEIGHT, Vocabulary, chunk_tokens
 
-__all__ = ["B", "CANDIDATES", "CHAMPIONS", "K1", "ChunkTerms", "Query", "candidates", "chunk_terms", "idf", "impact",
-           "query", "score"]
+__all__ = ["B", "CANDIDATES", "CHAMPIONS", "K1", "ChunkTerms", "Query", "Redone", "candidates", "chunk_terms", "idf",
+           "impact", "query", "redo", "resplit_tokens", "score"]
 
 CHAMPIONS = 2000  # per query stem, the postings of highest impact read; more: closer to exact, slower (bench)
 CANDIDATES = 300  # chunks of the first ranking scored exactly, at most; a search's limit times PER_HIT, at least
@@ -95,3 +96,39 @@ def score(weights: Mapping[frozenset[str], float], frequencies: Mapping[str, flo
         if best:
             total += best if weight == 1.0 else weight * best
     return total
+
+
+def resplit_tokens(before: Counter[str], after: Counter[str]) -> tuple[Vocabulary, set[str]]:
+    """The vocabulary of the library's token counts ``after`` a change, and the tokens (of those ``before``) whose
+    terms it changes: the compound splits depend on the counts (``compounds.py``)."""
+    vocabulary = Vocabulary.of(after, decompound=True)
+    if not before or after == before:
+        return vocabulary, set()
+    old = Vocabulary.of(before, decompound=True)
+    return vocabulary, {t for t in before.keys() & after.keys() if old.token_terms(t) != vocabulary.token_terms(t)}
+
+
+@dataclass(frozen=True, slots=True)
+class Redone:
+    """Chunks whose terms a change of the vocabulary changed: (chunk id, collection, new terms) each, and what that
+    does to the statistics (document frequency per (collection, stem), total length per collection)."""
+
+    chunks: list[tuple[int, str, ChunkTerms]]
+    df: Counter[tuple[str, str]]
+    length: dict[str, float]
+
+
+def redo(vocabulary: Vocabulary, stored: Iterable[tuple[int, Chunk, ChunkTerms]]) -> Redone:
+    """Of ``stored`` chunks (id, chunk, the terms stored for it), those whose terms differ under ``vocabulary``."""
+    df: Counter[tuple[str, str]] = Counter()
+    length: dict[str, float] = defaultdict(float)
+    chunks = []
+    for chunk_id, chunk, old in stored:
+        terms = chunk_terms(vocabulary, chunk)
+        if terms.frequencies == old.frequencies and terms.length == old.length:
+            continue
+        df.subtract((chunk.collection, stem) for stem in old.frequencies)
+        df.update((chunk.collection, stem) for stem in terms.frequencies)
+        length[chunk.collection] += terms.length - old.length
+        chunks.append((chunk_id, chunk.collection, terms))
+    return Redone(chunks, df, length)

@@ -112,6 +112,74 @@ CREATE TABLE IF NOT EXISTS sentence_vectors (
     matrix BLOB NOT NULL,     -- float16, little-endian, count rows, L2-normalised
     PRIMARY KEY (key, digest)
 );
+CREATE TABLE IF NOT EXISTS word_documents (  -- the search copy (sqlite/words.py): what a search on disk reads
+    collection  TEXT NOT NULL,
+    doc_id      TEXT NOT NULL,
+    title       TEXT NOT NULL,
+    year        INTEGER,
+    url         TEXT,
+    kind        TEXT,
+    language    TEXT,
+    disclaimer  TEXT,
+    metadata    TEXT NOT NULL,
+    corpus      TEXT,           -- a bundled corpus document's fingerprint; NULL: a document of table documents
+    title_stems TEXT NOT NULL,  -- its title's stems, space-separated (a title look-up)
+    PRIMARY KEY (collection, doc_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS word_chunks (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a server keeps what it read by id
+    collection  TEXT NOT NULL,
+    doc_id      TEXT NOT NULL,
+    chunk_index INTEGER NOT NULL,
+    title       TEXT NOT NULL,
+    section     TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    url         TEXT,
+    page        INTEGER,
+    page_end    INTEGER,
+    article     TEXT,           -- the article its section starts with (ranking.article_of)
+    length      REAL NOT NULL,  -- as BM25 counts it (postings.ChunkTerms)
+    terms       TEXT NOT NULL   -- JSON: stem -> [weighted count, impact of its posting]
+);
+CREATE UNIQUE INDEX IF NOT EXISTS word_chunks_key ON word_chunks (collection, doc_id, chunk_index);
+CREATE INDEX IF NOT EXISTS word_chunks_article ON word_chunks (collection, article) WHERE article IS NOT NULL;
+CREATE TABLE IF NOT EXISTS word_postings (
+    collection TEXT NOT NULL,
+    stem       TEXT NOT NULL,
+    impact     REAL NOT NULL,
+    chunk      INTEGER NOT NULL,
+    PRIMARY KEY (collection, stem, impact DESC, chunk)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS word_stems (
+    collection TEXT NOT NULL,
+    stem       TEXT NOT NULL,
+    df         INTEGER NOT NULL,
+    PRIMARY KEY (collection, stem)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS word_stats (
+    collection TEXT PRIMARY KEY,
+    chunks     INTEGER NOT NULL,
+    length     REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS word_tokens (
+    token TEXT PRIMARY KEY,
+    count INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS word_pending (  -- documents changed since the search copy was brought up to date
+    collection TEXT NOT NULL,
+    doc_id     TEXT NOT NULL,
+    PRIMARY KEY (collection, doc_id)
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS word_added AFTER INSERT ON documents BEGIN
+    INSERT OR IGNORE INTO word_pending VALUES (new.collection, new.doc_id);
+END;
+CREATE TRIGGER IF NOT EXISTS word_removed AFTER DELETE ON documents BEGIN
+    INSERT OR IGNORE INTO word_pending VALUES (old.collection, old.doc_id);
+END;
+CREATE TRIGGER IF NOT EXISTS word_changed AFTER UPDATE ON documents BEGIN
+    INSERT OR IGNORE INTO word_pending VALUES (old.collection, old.doc_id);
+    INSERT OR IGNORE INTO word_pending VALUES (new.collection, new.doc_id);
+END;
 CREATE TABLE IF NOT EXISTS embedding_lease (
     id      INTEGER PRIMARY KEY CHECK (id = 1),
     holder  TEXT NOT NULL,  -- who is embedding this file's passages now (one process at a time)
@@ -150,7 +218,8 @@ def check_version(connection: sqlite3.Connection, path: Path) -> None:
     version = connection.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, SCHEMA_VERSION):
         raise IndexSchemaError(
-            f"{path}: index schema version {version}, expected {SCHEMA_VERSION}; delete it and re-ingest"
+            f"{path}: index schema version {version}, expected {SCHEMA_VERSION}; delete it (with its -wal and -shm "
+            "files) and re-ingest"
         )
 
 
@@ -161,9 +230,15 @@ def prepare(connection: sqlite3.Connection, path: Path) -> None:
     check_version(connection, path)
     if _prepared(connection):
         return
+    searched = has_table(connection, "word_pending")
+    # Write-ahead log: searches read the file while a long ingest writes it (sqlite/search.py); without it a
+    # transaction larger than the page cache locks every reader out until it commits.
+    connection.execute("PRAGMA journal_mode = WAL")
     connection.executescript(_SCHEMA)
     with connection:
         connection.execute("BEGIN IMMEDIATE")
+        if not searched:  # a file from before the search copy: every document waits for it (sqlite/words.py)
+            connection.execute("INSERT OR IGNORE INTO word_pending SELECT collection, doc_id FROM documents")
         for table, added in ADDED_COLUMNS.items():
             present = columns(connection, table)
             for column, kind in added.items():

@@ -42,6 +42,7 @@ from . import schema
 from .documents import Chunk, Document
 from .originals import Original, drop_unused_originals, keep_originals, originals_dir
 from .schema import IndexSchemaError
+from .sqlite import words
 
 __all__ = [
     "INDEX_ENV",
@@ -404,6 +405,7 @@ class DocumentStore:
                 write_document(db, doc, source, ingested_at)
             keep_originals(db, self.originals, originals, created_at)
             drop_unused_originals(db, self.originals)
+            words.refresh(db)
 
     def remove(self, doc_ids: Sequence[str], collection: str | None = None) -> list[tuple[str, str]]:
         """Delete the documents ``doc_ids`` (of ``collection``, else of whichever collection holds each) with
@@ -419,6 +421,7 @@ class DocumentStore:
             schema.bump(db, (name for name, _ in keys))
             db.executemany("DELETE FROM documents WHERE collection = ? AND doc_id = ?", keys)  # chunks cascade
             drop_unused_originals(db, self.originals)
+            words.refresh(db)
         return keys
 
     def documents(self) -> list[Document]:

@@ -22,12 +22,13 @@ live in ``server._streamable_http_app``. The HTTP app around these tools, and wh
 """
 
 import contextlib
+import functools
 import json
 import logging
 import re
 import weakref
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .documents import Chunk, Collection, Document, chunk_text
-from .live import LiveIndex
+from .live import LIBRARY_ERRORS, LiveIndex
 from .searchable import Hit, Searchable
 
 try:  # mcp >= 2
@@ -47,6 +48,8 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as SDKServer  # type: ignore[no-redef]
 
     MCP_V2 = False
+
+logger = logging.getLogger("docserver")
 
 __all__ = [
     "HEALTH_PATH",
@@ -132,6 +135,24 @@ def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[_text(message)], isError=True)
 
 
+UNREADABLE = "The document library cannot be read right now; try again later."
+
+
+def _guarded(tool: Callable[..., Awaitable[CallToolResult]]) -> Callable[..., Awaitable[CallToolResult]]:
+    """``tool`` answering a clear error when the library cannot be read (a damaged file, a database gone: the
+    details are logged, not shown) instead of failing the call."""
+
+    @functools.wraps(tool)
+    async def guarded(*args: Any, **kwargs: Any) -> CallToolResult:
+        try:
+            return await tool(*args, **kwargs)
+        except LIBRARY_ERRORS as exc:
+            logger.warning("the library cannot be read: %s", exc)
+            return CallToolResult(isError=True, content=[_text(UNREADABLE)])
+
+    return guarded
+
+
 def _unknown_collection(index: Searchable, name: str) -> CallToolResult:
     known = ", ".join(c.name for c in index.collections)
     return _error(f"Unknown collection '{name}'. Known collections: {known}.")
@@ -187,15 +208,19 @@ def collection_summary(index: Searchable, collection: Collection) -> dict[str, A
     }
 
 
-_SUMMARIES: "weakref.WeakKeyDictionary[Searchable, str]" = weakref.WeakKeyDictionary()  # per index served: the JSON
+# per index served: the versions its collections had and the JSON of them
+_SUMMARIES: "weakref.WeakKeyDictionary[Searchable, tuple[tuple[str, ...], str]]" = weakref.WeakKeyDictionary()
 
 
 def format_collections(index: Searchable) -> str:
-    """The ``list_collections`` JSON of ``index``, worked out once per index (a reload makes a new one)."""
-    if index not in _SUMMARIES:
+    """The ``list_collections`` JSON of ``index``, worked out again only when a collection's version changed (a
+    reload makes a new index; an index searched on disk sees a save at once)."""
+    versions = tuple(index.version(c.name) for c in index.collections)
+    cached = _SUMMARIES.get(index)
+    if cached is None or cached[0] != versions:
         summaries = [collection_summary(index, c) for c in index.collections]
-        _SUMMARIES[index] = json.dumps({"collections": summaries}, ensure_ascii=False)
-    return _SUMMARIES[index]
+        cached = _SUMMARIES[index] = (versions, json.dumps({"collections": summaries}, ensure_ascii=False))
+    return cached[1]
 
 
 def format_document(document: Document, chunks: Sequence[Chunk]) -> str:
@@ -244,12 +269,14 @@ def build_server(
     # (annotated as such) keeps the SDK from deriving an output schema.
 
     @server.tool(name="list_documents")
+    @_guarded
     async def list_documents(query: str) -> CallToolResult:
         """List documents whose title matches the query (keywords), per collection, at most 5 each.
         Use "*" or an empty query to list documents. Returns titles, doc IDs and years only."""
         return CallToolResult(content=[_text(format_document_list(await live.current(), query))])
 
     @server.tool(name="search_collection")
+    @_guarded
     async def search_collection(query: str, collection: str) -> CallToolResult:
         """Search one collection for passages relevant to the query. Returns up to 10 passages
         and a JSON resource (neo-nl://sources) with citation metadata for each passage."""
@@ -269,7 +296,17 @@ def build_server(
     @server.custom_route(HEALTH_PATH, methods=["GET"])
     async def health(request: Request) -> JSONResponse:
         index = await live.current()
-        return JSONResponse(
+        try:
+            return _health(index)
+        except LIBRARY_ERRORS as exc:
+            logger.warning("the library cannot be read: %s", exc)
+            return JSONResponse({"status": "unavailable", "error": UNREADABLE}, status_code=503)
+
+    return server
+
+
+def _health(index: Searchable) -> JSONResponse:
+    return JSONResponse(
             {
                 "status": "ok",
                 "documents": index.document_count,
@@ -279,11 +316,10 @@ def build_server(
             }
         )
 
-    return server
-
 
 def _add_list_collections(server: SDKServer, live: LiveIndex) -> None:
     @server.tool(name="list_collections")
+    @_guarded
     async def list_collections() -> CallToolResult:
         """List every collection with what it holds, as JSON: name, display name, focus, document and chunk
         counts, a version that changes whenever its documents change, up to 12 titles and section headings, and
@@ -293,6 +329,7 @@ def _add_list_collections(server: SDKServer, live: LiveIndex) -> None:
 
 def _add_read_document(server: SDKServer, live: LiveIndex) -> None:
     @server.tool(name="read_document")
+    @_guarded
     async def read_document(doc_id: str, collection: str, query: str | None = None) -> CallToolResult:
         """Read a document by doc ID. With a query, only the most relevant sections are
         returned (plus a neo-nl://sources resource describing them)."""

@@ -40,6 +40,13 @@ QUESTION = "Wanneer vervalt de vergunning van kerncentrale Borssele?"
 TORN = "Kernmateriaal tegen diefstal beschermen: wat geldt er allemaal"
 
 
+@pytest.fixture(autouse=True)
+def _own_index(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test's default index file its own: the session's document server searches its file on disk, so a test
+    that ingests into the default file, or serves another corpus from it, must not change what that server finds."""
+    monkeypatch.setenv("DOCSERVER_INDEX", str(tmp_path_factory.mktemp("index") / "index.sqlite3"))
+
+
 @pytest.fixture(scope="session")
 def docserver() -> Iterator[ServerThread]:
     with ServerThread(create_docserver()) as server:

@@ -154,9 +154,10 @@ def test_bench_upload_section_measures_chats_beside_an_upload(tmp_path: Path) ->
     for setup in ("embedded", "standalone"):  # the service's own document server, and one of its own (docker-compose)
         for phase in ("without", "during"):
             assert re.search(rf"^\| {setup} \| {phase} \| \d+ \| 0 \|", report, re.M), (setup, phase)
-        # every upload was read and searchable; the reloads were found in the logs
+        # every upload was read and searchable; the reloads counted from the logs (a library searched on disk
+        # finds a document before any reload: there may be none)
         assert re.search(rf"^\| {setup} \| 1 × \d+ pages \([\d.]+ MB\) \| \d+ \| [\d.]+ s \([\d.]+ s\) \| \d+ \| "
-                         r"[\d.]+ s \| [1-9]\d* in .* for the [1-9]\d* that brought a document, ", report, re.M), setup
+                         r"[\d.]+ s \| \d+ in .* for the \d+ that brought a document, ", report, re.M), setup
         assert re.search(rf"^\| Chat p95 while a \d+-page PDF is read vs without \({setup} .*\| ≤ 1\.5× \| "
                          r"\d+\.\d\d× total, \d+\.\d\d× first answer token \| (✅|❌) \|$", report, re.M), setup
     assert "- **Chat while a file is read:** embedded " in report

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -123,7 +124,8 @@ def _write(root: Path, files: dict[str, str], catalog: Catalog) -> Path:
 
 
 async def _served(root: Path, catalog: Catalog) -> AsyncIterator[Context]:
-    server = await serve_in_background(corpus_dir=root, index_path=root / "none.sqlite3")
+    index = Path(tempfile.mkdtemp(prefix="neo-nl-generalises-")) / "index.sqlite3"  # never inside the corpus
+    server = await serve_in_background(corpus_dir=root, index_path=index)
     docs = DocumentClient(server.url, timeout_s=30, display_names=catalog.display_names(), auth_token=server.token)
     try:
         yield Context(llm=None, docs=docs, catalog=catalog, prompts=Prompts(ROOT / "prompts"))

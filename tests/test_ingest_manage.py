@@ -190,7 +190,7 @@ def test_a_running_server_drops_a_removed_document(folder: Path, index_file: Pat
     live = LiveIndex.load(corpus, index_path=index_file, check_interval_s=0)
 
     def served() -> set[str]:
-        return {d.doc_id for d in asyncio.run(live.current()).documents("anvs")}
+        return {d.doc_id for d in asyncio.run(live.current()).listing("anvs", 100)}
 
     assert served() == {"memo", "notitie", "rapport-pdf"}
     assert docserver("remove", "notitie", "--index", index_file).returncode == 0

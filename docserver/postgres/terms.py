@@ -8,7 +8,7 @@ analysed again, their postings, counts and statistics replaced where their terms
 the same whatever order its documents came in.
 """
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Sequence
 
 import psycopg
@@ -49,12 +49,7 @@ def update_vocabulary(db: psycopg.Connection, removed: Counter[str], added: Coun
     merge_counts(db, "tokens", ("token",), "count", [(token, n) for token, n in delta.items() if n])
     after = before.copy()
     after.update(delta)
-    after = +after
-    vocabulary = Vocabulary.of(after, decompound=True)
-    if not before or after == before:
-        return vocabulary, set()
-    old = Vocabulary.of(before, decompound=True)
-    return vocabulary, {t for t in before.keys() & after.keys() if old.token_terms(t) != vocabulary.token_terms(t)}
+    return postings.resplit_tokens(before, +after)
 
 
 def resplit(db: psycopg.Connection, vocabulary: Vocabulary, changed: set[str]) -> int:
@@ -67,23 +62,16 @@ def resplit(db: psycopg.Connection, vocabulary: Vocabulary, changed: set[str]) -
         "SELECT id, collection, doc_id, chunk_index, title, section, text, length, stems, tfs FROM chunks WHERE id IN "
         "(SELECT chunk FROM postings WHERE collection = ANY(%s) AND stem = ANY(%s))",
         (collections, sorted({s for token in changed for s in stems(token)}))).fetchall()
-    df: Counter[tuple[str, str]] = Counter()
-    length: dict[str, float] = defaultdict(float)
-    redone = []
-    for chunk_id, collection, doc_id, index, title, section, text, old_length, old_stems, old_tfs in rows:
-        terms = postings.chunk_terms(vocabulary, Chunk(doc_id, collection, index, title, section, text))
-        if terms.frequencies == dict(zip(old_stems, old_tfs, strict=True)) and terms.length == old_length:
-            continue
-        df.subtract((collection, stem) for stem in old_stems)
-        df.update((collection, stem) for stem in terms.frequencies)
-        length[collection] += terms.length - old_length
-        redone.append((chunk_id, collection, terms))
-    if not redone:
+    redone = postings.redo(vocabulary, (
+        (chunk_id, Chunk(doc_id, collection, index, title, section, text),
+         postings.ChunkTerms(dict(zip(old_stems, old_tfs, strict=True)), old_length))
+        for chunk_id, collection, doc_id, index, title, section, text, old_length, old_stems, old_tfs in rows))
+    if not redone.chunks:
         return 0
-    averages = _averages(db, length)
-    db.execute("DELETE FROM postings WHERE chunk = ANY(%s)", ([chunk_id for chunk_id, _, _ in redone],))
+    averages = _averages(db, redone.length)
+    db.execute("DELETE FROM postings WHERE chunk = ANY(%s)", ([chunk_id for chunk_id, _, _ in redone.chunks],))
     with db.cursor().copy("COPY postings (collection, stem, impact, chunk, tf) FROM STDIN") as copy:
-        for chunk_id, collection, terms in redone:
+        for chunk_id, collection, terms in redone.chunks:
             for stem, tf in terms.frequencies.items():
                 copy.write_row((collection, stem, postings.impact(tf, terms.length, averages[collection]), chunk_id,
                                 tf))
@@ -91,9 +79,9 @@ def resplit(db: psycopg.Connection, vocabulary: Vocabulary, changed: set[str]) -
         cursor.executemany("UPDATE chunks SET length = %s, stems = %s, tfs = %s WHERE id = %s",
                            [(terms.length, sorted(terms.frequencies),
                              [terms.frequencies[s] for s in sorted(terms.frequencies)], chunk_id)
-                            for chunk_id, _, terms in redone])
-    merge_counts(db, "stems", ("collection", "stem"), "df", [(c, s, n) for (c, s), n in df.items() if n])
-    return len(redone)
+                            for chunk_id, _, terms in redone.chunks])
+    merge_counts(db, "stems", ("collection", "stem"), "df", [(c, s, n) for (c, s), n in redone.df.items() if n])
+    return len(redone.chunks)
 
 
 def _averages(db: psycopg.Connection, length: dict[str, float]) -> dict[str, float]:

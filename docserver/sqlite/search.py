@@ -1,0 +1,338 @@
+"""Searching the SQLite file on disk: one version of the library as the tools read it (``searchable.Searchable``).
+
+``SqliteIndex.load`` brings the file's search copy up to date first when it has to (documents pending, the bundled
+corpus changed: ``words.refresh``, the one write a server makes here) and then reads only what is small: the
+file's version and counters, the collections, each collection's chunk count and length, the files documents were
+read from and the vocabulary (when the tokens changed: the compound splits of queries).  A search reads the file
+(``champions.ChampionIndex.search``: its query stems' champion postings, its candidates' terms, the hits' text),
+so neither start-up time nor memory grows with the library, and a document saved by another process is searchable
+once its save commits; the counters follow at the next reload (``live.py``).
+
+With a vector space (``vector_key``) the passages are searched by meaning too: their vectors are held per collection
+as a matrix (``meaning.py``: 1.5 KB a passage), and with matching sentences on, hits name theirs (``sentences.py``).
+A server that cannot write a file whose copy is behind holds the index in memory instead (``index.py``).
+"""
+
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from textkit import analyze
+
+from .. import postings, ranking, schema
+from ..champions import ChampionIndex, Row, Stats
+from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
+from ..documents import Chunk, Collection, Document
+from ..index import collection_versions
+from ..searchable import Hit, Outline
+from ..sentences import SentenceVectors
+from ..store import IndexVersion, index_version
+from ..vocabulary import Vocabulary
+from . import words
+from .meaning import Meaning
+
+__all__ = ["SqliteIndex", "bring_up_to_date"]
+
+_DOCUMENT = "d.collection, d.doc_id, d.title, d.year, d.url, d.kind, d.language, d.disclaimer, d.metadata"
+_CHUNK = "c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end"
+
+
+def _document(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document:
+    collection, doc_id, title, year, url, kind, language, disclaimer, metadata = row
+    return Document(doc_id, collection, title, chunks, year, url, kind, language, disclaimer,  # type: ignore[arg-type]
+                    json.loads(metadata))  # type: ignore[arg-type]
+
+
+def _chunk(collection: str, row: Sequence[object]) -> Chunk:
+    return Chunk(row[0], collection, *row[1:8])  # type: ignore[arg-type]
+
+
+def bring_up_to_date(path: Path, corpus: Sequence[Document]) -> int:
+    """The file's search copy up to date with its documents and ``corpus`` (the file created when missing); how
+    many documents were indexed again.  ``sqlite3.Error``/``OSError``: the file cannot be written."""
+    if path.exists():
+        with closing(schema.connect_read_only(path)) as db:
+            schema.check_version(db, path)
+            if schema.has_table(db, "word_pending") and not words.pending(db) and not words.stale_corpus(db, corpus):
+                return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with closing(schema.connect(path)) as db:
+        schema.prepare(db, path)
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            return words.refresh(db, corpus)
+
+
+def _same_file(one: IndexVersion | None, other: IndexVersion | None) -> bool:
+    return one is not None and other is not None and (one.device, one.inode) == (other.device, other.inode)
+
+
+class _Connections(threading.local):
+    """A read-only connection per thread that searches the file, shared by the versions a server loads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.connection: sqlite3.Connection | None = None
+
+    def get(self) -> sqlite3.Connection:
+        if self.connection is None:
+            self.connection = schema.connect_read_only(self.path)
+        return self.connection
+
+
+class SqliteIndex(ChampionIndex):
+    """One version of the library in the SQLite file at ``path`` (``load``); searches read the file itself."""
+
+    def __init__(self, path: Path, described: list[Collection], vocabulary: Vocabulary,
+                 source_version: IndexVersion | None, corpus: Sequence[Document], words_version: int,
+                 meaning: Meaning | None = None, sentences: SentenceVectors | None = None) -> None:
+        """``described``: the corpus's collections (listed first, in its order); ``corpus``: its documents (a
+        collection's version includes their digest); ``meaning``:
+        the passages' vectors of the space searched by meaning too (None: by words only); ``sentences``: their
+        sentences' vectors, when hits name the sentences that match."""
+        self.path = path
+        self.vector_key = meaning.key if meaning is not None else None
+        self._vectors = meaning
+        self._meaning: set[str] = meaning.collections() if meaning is not None else set()
+        self._sentences = sentences if meaning is not None else None
+        self._described = described
+        self.vocabulary = vocabulary
+        self.source_version = source_version
+        self._corpus: dict[str, list[Document]] = {}
+        for document in corpus:
+            self._corpus.setdefault(document.collection, []).append(document)
+        self._words_version = words_version
+        self._connections = _Connections(path)
+
+    @classmethod
+    def load(cls, path: Path, corpus_dir: Path | str | None = None, previous: "SqliteIndex | None" = None, *,
+             vector_key: str | None = None, sentences: bool = False) -> "SqliteIndex":
+        """The library in the file at ``path`` with the corpus at ``corpus_dir`` (default: the bundled one), its
+        search copy brought up to date first; ``previous``'s vocabulary (when the tokens did not change) and
+        vectors reused.  ``vector_key``: searched by meaning too, with the passages' vectors of that space in the
+        file (``meaning.py``); ``sentences``: and their sentences' vectors (``sentences.py``)."""
+        root = Path(corpus_dir) if corpus_dir is not None else BUNDLED_CORPUS
+        corpus = load_corpus(root)
+        bring_up_to_date(path, corpus)
+        version = index_version(path)
+        with closing(schema.connect_read_only(path)) as db:
+            db.execute("BEGIN")  # one state of the file for everything read here
+            counters = dict(db.execute("SELECT key, value FROM meta"))
+            words_version = int(counters.get("words", 0))
+            if previous is not None and previous._words_version == words_version:
+                vocabulary = previous.vocabulary
+            else:
+                vocabulary = Vocabulary.of(Counter(dict(db.execute("SELECT token, count FROM word_tokens"))),
+                                           decompound=True)
+            meaning = Meaning.load(db, vector_key, previous._vectors if previous is not None else None
+                                   ) if vector_key is not None else None
+            db.rollback()
+        index = cls(path, load_collections(root), vocabulary, version, corpus, words_version, meaning,
+                    SentenceVectors.of_file(path, vector_key) if vector_key is not None and sentences else None)
+        if previous is not None and _same_file(previous.source_version, version):
+            index._connections = previous._connections  # a file deleted and written anew is opened anew
+        return index
+
+    def _db(self) -> sqlite3.Connection:
+        return self._connections.get()
+
+    # --- the library's outline -----------------------------------------------------------------
+
+    @property
+    def _collections(self) -> dict[str, Collection]:  # type: ignore[override]
+        """Read from the file (as a search is): the corpus's collections, those created in the library (by name),
+        then any other a document is in."""
+        db = self._db()
+        found = {c.name: c for c in self._described}
+        for name, display in db.execute("SELECT name, display_name FROM collections ORDER BY name"):
+            found.setdefault(name, Collection(name, display))
+        for (name,) in db.execute("SELECT DISTINCT collection FROM word_documents ORDER BY collection"):
+            found.setdefault(name, Collection(name, name))
+        return found
+
+    @property
+    def collections(self) -> list[Collection]:
+        return list(self._collections.values())
+
+    def collection(self, name: str) -> Collection | None:
+        return self._collections.get(name)
+
+    @property
+    def chunk_count(self) -> int:
+        return int(self._db().execute("SELECT coalesce(sum(chunks), 0) FROM word_stats").fetchone()[0])
+
+    @property
+    def document_count(self) -> int:
+        return int(self._db().execute("SELECT count(*) FROM word_documents").fetchone()[0])
+
+    def version(self, collection: str) -> str:
+        """Read from the file (as a search is): what a search answers and the version it is of agree."""
+        db = self._db()
+        with db:  # one read transaction: the counters and the documents of one state of the file
+            db.execute("BEGIN")
+            in_file = db.execute("SELECT 1 FROM documents WHERE collection = ? LIMIT 1", (collection,)).fetchone()
+            return collection_versions([collection], self._corpus.get(collection, ()), schema.collection_versions(db),
+                                       {collection} if in_file else set(), schema.generation(db))[collection]
+
+    def file_id(self, collection: str, doc_id: str) -> str | None:
+        """Read from the file (as a search is): a document saved since the load has its file at once."""
+        row = self._db().execute("SELECT file_id FROM documents WHERE collection = ? AND doc_id = ?",
+                                 (collection, doc_id)).fetchone()
+        return row[0] if row else None
+
+    def listing(self, collection: str, limit: int) -> list[Document]:
+        """The first ``limit`` documents of ``collection`` (by doc_id), without their chunks."""
+        rows = self._db().execute(f"SELECT {_DOCUMENT} FROM word_documents d WHERE collection = ? ORDER BY doc_id "
+                                  "LIMIT ?", (collection, limit)).fetchall()
+        return [_document(row) for row in rows]
+
+    def outline(self, collection: str, titles: int) -> Outline:
+        db = self._db()
+        documents = db.execute("SELECT count(*) FROM word_documents WHERE collection = ?", (collection,)).fetchone()
+        first = db.execute("SELECT title FROM word_documents WHERE collection = ? ORDER BY doc_id LIMIT ?",
+                           (collection, titles)).fetchall()
+        sections = db.execute(  # in the order each first occurs (by doc_id, chunk_index), as the index counts them
+            "SELECT d.title, c.section, count(*) FROM word_chunks c JOIN word_documents d USING (collection, doc_id) "
+            "WHERE collection = ? GROUP BY d.title, c.section "
+            "ORDER BY min(c.doc_id || char(1) || printf('%012d', c.chunk_index))", (collection,)).fetchall()
+        languages = db.execute("SELECT language, count(*) FROM word_documents WHERE collection = ? AND language IS "
+                               "NOT NULL GROUP BY language ORDER BY min(doc_id)", (collection,)).fetchall()
+        return Outline(documents[0] if documents else 0, self._stats(collection).chunks, [t for t, in first],
+                       Counter({(t, s): n for t, s, n in sections}), Counter(dict(languages)))
+
+    def document(self, collection: str, doc_id: str) -> Document | None:
+        db = self._db()
+        row = db.execute(f"SELECT {_DOCUMENT} FROM word_documents d WHERE collection = ? AND doc_id = ?",
+                         (collection, doc_id)).fetchone()
+        if row is None:
+            return None
+        chunks = db.execute(f"SELECT {_CHUNK} FROM word_chunks c WHERE collection = ? AND doc_id = ? "
+                            "ORDER BY chunk_index", (collection, doc_id)).fetchall()
+        return _document(row, tuple(_chunk(collection, c) for c in chunks))
+
+    def match_titles(self, query: str, collection: str) -> list[Document]:
+        """Documents whose title shares a stem with ``query``; most matched query words first, then by doc_id."""
+        tokens = list(dict.fromkeys(analyze(query)))
+        if not tokens:
+            return []
+        rows = self._db().execute(f"SELECT {_DOCUMENT}, d.title_stems FROM word_documents d WHERE collection = ?",
+                                  (collection,)).fetchall()
+        scored = [(-n, row[1], row[:-1]) for row in rows
+                  if (n := sum(bool(token & set(row[-1].split())) for token in tokens))]
+        return [_document(row) for _, _, row in sorted(scored)]
+
+    def searches_by_meaning(self, collection: str) -> bool:
+        return collection in self._meaning
+
+    def waiting(self) -> list[Chunk]:
+        """The passages searched by words only because no vector of ``vector_key`` exists for them yet (or, when
+        hits name matching sentences, none of their sentences)."""
+        if self._vectors is None:
+            return []
+        ids = set(self._vectors.missing())
+        if self._sentences is not None:
+            ids |= {i for i, digest in self._vectors.digests.items() if digest not in self._sentences.stored}
+        return [chunk for _, chunk in sorted(self._chunks(sorted(ids)).items())]
+
+    def _chunks(self, ids: Sequence[int]) -> dict[int, Chunk]:
+        found = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start:start + 500])
+            for row in self._db().execute(f"SELECT c.id, {_CHUNK}, c.collection FROM word_chunks c WHERE c.id IN "
+                                          f"({', '.join('?' * len(part))})", part):
+                found[row[0]] = _chunk(row[9], row[1:9])
+        return found
+
+    # --- what a search reads (``champions.ChampionIndex.search``) ------------------------------------
+
+    def _stats(self, collection: str) -> Stats:
+        """Read with each search (as its postings are): a document saved since the load counts at once."""
+        row = self._db().execute("SELECT chunks, length FROM word_stats WHERE collection = ?",
+                                 (collection,)).fetchone()
+        return Stats(*row) if row else Stats(0, 0.0)
+
+    def _dfs(self, collection: str, stems: Sequence[str]) -> dict[str, int]:
+        if not stems:
+            return {}
+        return dict(self._db().execute(f"SELECT stem, df FROM word_stems WHERE collection = ? AND stem IN "
+                                       f"({', '.join('?' * len(stems))})", (collection, *stems)).fetchall())
+
+    def _candidates(self, asked: postings.Query, idfs: dict[str, float], collection: str, doc_id: str | None,
+                    query: str, count: int) -> list[Row]:
+        db = self._db()
+        if doc_id is not None:
+            ids = [i for (i,) in db.execute("SELECT id FROM word_chunks WHERE collection = ? AND doc_id = ?",
+                                            (collection, doc_id))]
+            return self._rows(asked.stems, ids)
+        first: Counter[int] = Counter()
+        for term, weight in asked.weights.items():
+            best: dict[int, float] = {}
+            for stem in sorted(term):
+                if stem not in idfs:
+                    continue
+                for chunk, impact in db.execute("SELECT chunk, impact FROM word_postings WHERE collection = ? AND "
+                                                "stem = ? ORDER BY impact DESC LIMIT ?",
+                                                (collection, stem, postings.CHAMPIONS)):
+                    best[chunk] = max(best.get(chunk, 0.0), idfs[stem] * impact)
+            for chunk, value in best.items():
+                first[chunk] += weight * value
+        ids = [chunk for chunk, _ in sorted(first.items(), key=lambda item: (-item[1], item[0]))[:count]]
+        articles = ranking.named_articles(query)
+        if articles:
+            ids += [i for (i,) in db.execute(f"SELECT id FROM word_chunks WHERE collection = ? AND article IN "
+                                             f"({', '.join('?' * len(articles))})", (collection, *articles))]
+        return self._rows(asked.stems, list(dict.fromkeys(ids)))
+
+    def _rows(self, stems: Sequence[str], ids: Sequence[int]) -> list[Row]:
+        wanted, rows = set(stems), []
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for chunk_id, doc_id, index, section, length, kind, terms in self._db().execute(
+                    "SELECT c.id, c.doc_id, c.chunk_index, c.section, c.length, d.kind, c.terms FROM word_chunks c "
+                    "JOIN word_documents d USING (collection, doc_id) WHERE c.id IN "
+                    f"({', '.join('?' * len(part))})", part):
+                held = [(stem, tf) for stem, (tf, _) in json.loads(terms).items() if stem in wanted]
+                rows.append((chunk_id, doc_id, index, section, length, kind, [s for s, _ in held],
+                             [tf for _, tf in held]))
+        return rows
+
+    def _passages(self, ids: Sequence[int]) -> dict[int, tuple[Document, Chunk]]:
+        if not ids:
+            return {}
+        rows = self._db().execute(f"SELECT c.id, {_CHUNK}, {_DOCUMENT} FROM word_chunks c JOIN word_documents d "
+                                  f"USING (collection, doc_id) WHERE c.id IN ({', '.join('?' * len(ids))})",
+                                  list(ids)).fetchall()
+        documents: dict[str, Document] = {}
+        found = {}
+        for row in rows:
+            chunk = _chunk(row[9], row[1:9])  # type: ignore[arg-type]
+            found[row[0]] = (documents.setdefault(chunk.doc_id, _document(row[9:])), chunk)
+        return found
+
+    def _nearest(self, collection: str, vector: np.ndarray, depth: int, doc_id: str | None
+                 ) -> list[tuple[float, int]]:
+        if self._vectors is None:
+            return []
+        allowed = None if doc_id is None else [i for (i,) in self._db().execute(
+            "SELECT id FROM word_chunks WHERE collection = ? AND doc_id = ?", (collection, doc_id))]
+        return self._vectors.nearest(collection, vector, depth, allowed)
+
+    def _similarities(self, ids: Sequence[int], vector: np.ndarray) -> dict[int, float]:
+        return self._vectors.similarities(ids, vector) if self._vectors is not None else {}
+
+    def _with_sentences(self, hits: list[Hit], ids: Sequence[int], vector: np.ndarray, threshold: float
+                        ) -> list[Hit]:
+        if self._sentences is None or self._vectors is None:
+            return hits
+        digests = self._vectors.digests
+        found = self._sentences.matching([(digests.get(i), hit.chunk.text) for hit, i in zip(hits, ids, strict=True)],
+                                         vector, threshold)
+        return [replace(hit, sentences=matches) if matches else hit for hit, matches in zip(hits, found, strict=True)]
+
