@@ -11,6 +11,7 @@ disclaimer is kept on the document.  Other sources (ingested files, see ``ingest
 ``Document`` objects (``documents.py``) to be indexed as well.
 """
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from .chunking import sections_document
 from .documents import Collection, Document
 from .formats.markdown import sections, split_front_matter
 
-__all__ = ["BUNDLED_CORPUS", "load_collections", "load_corpus", "parse_document"]
+__all__ = ["BUNDLED_CORPUS", "fingerprint", "load_collections", "load_corpus", "parse_document"]
 
 BUNDLED_CORPUS = Path(__file__).resolve().parent / "corpus"
 
@@ -54,3 +55,9 @@ def parse_document(source: str, *, collection: str, default_id: str) -> Document
     """Parse one Markdown file (front matter + body) into a chunked ``Document``; its language as its front matter
     states it (None when it does not)."""
     return sections_document(sections(*split_front_matter(source)), collection=collection, default_id=default_id)
+
+
+def fingerprint(document: Document) -> str:
+    """A digest of everything a corpus document says (its metadata too): what a library keeping a copy of the corpus
+    compares to tell that it changed (``sqlite/words.py``, ``postgres/store.py``)."""
+    return hashlib.sha256(repr((document, sorted(document.metadata.items()))).encode()).hexdigest()[:16]

@@ -201,11 +201,16 @@ class IndexSchemaError(RuntimeError):
     """The index file was written with another schema version."""
 
 
+WAL_KEPT = 64 * 2**20  # bytes of the write-ahead log kept after a checkpoint: a large ingest's log is cut back to it
+
+
 def connect(path: Path) -> sqlite3.Connection:
-    """A read-write connection that waits up to ``TIMEOUT_S`` for another writer and deletes chunks with their
-    document (foreign keys on)."""
+    """A read-write connection that waits up to ``TIMEOUT_S`` for another writer, deletes chunks with their
+    document (foreign keys on) and cuts the write-ahead log back to ``WAL_KEPT`` once it is checkpointed (else the
+    log of a folder ingested in one transaction stays as large as the library)."""
     connection = sqlite3.connect(path, timeout=TIMEOUT_S)
     connection.execute("PRAGMA foreign_keys = ON")
+    connection.execute(f"PRAGMA journal_size_limit = {WAL_KEPT}")
     return connection
 
 

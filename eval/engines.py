@@ -210,8 +210,9 @@ def report_lines(results: dict[str, dict[str, Any]], n: int | None, seconds: flo
     differing = sum("| +0.000 |" not in line and "| -0.000 |" not in line for line in lines[6:])
     lines += ["", f"{differing} of {len(lines) - 6} figures differ. The two engines analyse and score alike "
               "(`docserver/postings.py`): each reads per query stem only its `CHAMPIONS` postings of highest impact "
-              "and scores the best `CANDIDATES` chunks exactly (the index in memory, which scores every posting, "
-              "ranked the same on these sets: `tests/test_sqlite_search.py`, `tests/test_postgres.py`).",
+              "and scores the best `CANDIDATES` chunks exactly; the index in memory, which scores every posting, "
+              "gave these same figures when it was this report's SQLite column (`tests/test_sqlite_search.py` and "
+              "`tests/test_postgres.py` compare the rankings query by query).",
               "", f"HotpotQA: {sqlite['hotpot']['search']['questions']:.0f} questions of the held-apart half"
               + (f" (a sample of {n})" if n else "") + "; one search took "
               f"{sqlite['hotpot']['search']['ms_per_search']:.1f} ms (SQLite file) and "

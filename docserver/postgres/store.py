@@ -7,7 +7,6 @@ tokens), the stored chunks whose compound splits the new vocabulary changes anal
 the new ones written with ``COPY``.
 """
 
-import hashlib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from psycopg.types.json import Jsonb
 from textkit import analyze
 
 from .. import postings
+from ..corpus import fingerprint
 from ..documents import Chunk, Document
 from ..originals import INGEST_PURPOSE, Original
 from ..ranking import article_of
@@ -144,7 +144,7 @@ class PostgresStore:
             "SELECT collection, doc_id, corpus FROM documents WHERE corpus IS NOT NULL")}
         ingested = {(c, d) for c, d in self._db.execute("SELECT collection, doc_id FROM documents "
                                                         "WHERE corpus IS NULL")}
-        wanted = {(d.collection, d.doc_id): _fingerprint(d) for d in documents if (d.collection, d.doc_id)
+        wanted = {(d.collection, d.doc_id): fingerprint(d) for d in documents if (d.collection, d.doc_id)
                   not in ingested}
         changed = [d for d in documents if (d.collection, d.doc_id) in wanted
                    and stored.get((d.collection, d.doc_id)) != wanted[(d.collection, d.doc_id)]]
@@ -183,11 +183,6 @@ class PostgresStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _fingerprint(document: Document) -> str:
-    """A digest of everything ``document`` says (its metadata too)."""
-    return hashlib.sha256(repr((document, sorted(document.metadata.items()))).encode()).hexdigest()[:16]
 
 
 def _drop(db: psycopg.Connection, document_ids: Sequence[int]) -> Counter[str]:

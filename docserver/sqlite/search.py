@@ -1,12 +1,12 @@
 """Searching the SQLite file on disk: one version of the library as the tools read it (``searchable.Searchable``).
 
 ``SqliteIndex.load`` brings the file's search copy up to date first when it has to (documents pending, the bundled
-corpus changed: ``words.refresh``, the one write a server makes here) and then reads only what is small: the
-file's version and counters, the collections, each collection's chunk count and length, the files documents were
-read from and the vocabulary (when the tokens changed: the compound splits of queries).  A search reads the file
-(``champions.ChampionIndex.search``: its query stems' champion postings, its candidates' terms, the hits' text),
-so neither start-up time nor memory grows with the library, and a document saved by another process is searchable
-once its save commits; the counters follow at the next reload (``live.py``).
+corpus changed: ``words.refresh``, the one write a server makes here) and then keeps only what a search cannot read
+cheaply: the vocabulary (read again when the words changed: the compound splits of queries) and, searched by
+meaning, the vectors.  Everything else is read from the file per call: a search (``champions.ChampionIndex.search``:
+its query stems' champion postings, its candidates' terms, the hits' text) and the collections, their versions,
+statistics and the files documents came from, so neither start-up time nor memory grows with the library, and a
+document saved by another process is searchable, with its collection's new version, once its save commits.
 
 With a vector space (``vector_key``) the passages are searched by meaning too: their vectors are held per collection
 as a matrix (``meaning.py``: 1.5 KB a passage), and with matching sentences on, hits name theirs (``sentences.py``).

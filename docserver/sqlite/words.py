@@ -15,7 +15,6 @@ in.  A file from before the copy has every document pending; its first write (or
 it) builds the copy.
 """
 
-import hashlib
 import json
 import sqlite3
 from collections import Counter, defaultdict
@@ -24,19 +23,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from textkit import analyze, stems
 
 from .. import postings
+from ..corpus import fingerprint
 from ..documents import Chunk, Document
 from ..ranking import article_of
 from ..vocabulary import Vocabulary, chunk_tokens
 
-__all__ = ["BATCH", "fingerprint", "pending", "refresh", "stale_corpus"]
+__all__ = ["BATCH", "pending", "refresh", "stale_corpus"]
 
 BATCH = 500  # documents analysed and written at a time: a folder of thousands is never held as postings at once
 Key = tuple[str, str]  # (collection, doc_id)
-
-
-def fingerprint(document: Document) -> str:
-    """A digest of everything ``document`` says (its metadata too): a corpus document changed when it changes."""
-    return hashlib.sha256(repr((document, sorted(document.metadata.items()))).encode()).hexdigest()[:16]
 
 
 def pending(db: sqlite3.Connection) -> bool:
@@ -156,9 +151,9 @@ def _tokens(db: sqlite3.Connection, removed: Counter[str], added: Counter[str]) 
     return postings.resplit_tokens(before, +after)
 
 
-def _terms(row_terms: str) -> postings.ChunkTerms:
-    held = json.loads(row_terms)
-    return postings.ChunkTerms({stem: tf for stem, (tf, _) in held.items()}, 0)
+def _counts(stored: str) -> dict[str, float]:
+    """A chunk's weighted count per stem, from its stored terms."""
+    return {stem: tf for stem, (tf, _) in json.loads(stored).items()}
 
 
 def _resplit(db: sqlite3.Connection, vocabulary: Vocabulary, changed: set[str]) -> None:
@@ -171,14 +166,14 @@ def _resplit(db: sqlite3.Connection, vocabulary: Vocabulary, changed: set[str]) 
         for stem in wanted:
             ids.update(chunk for (chunk,) in db.execute(
                 "SELECT chunk FROM word_postings WHERE collection = ? AND stem = ?", (collection, stem)))
-    stored = []
-    for chunk_id in sorted(ids):
-        collection, doc_id, index, title, section, text, length, terms = db.execute(
-            "SELECT collection, doc_id, chunk_index, title, section, text, length, terms FROM word_chunks "
-            "WHERE id = ?", (chunk_id,)).fetchone()
-        old = _terms(terms)
-        stored.append((chunk_id, Chunk(doc_id, collection, index, title, section, text),
-                       postings.ChunkTerms(old.frequencies, length), terms))
+    stored, wanted_ids = [], sorted(ids)
+    for start in range(0, len(wanted_ids), BATCH):
+        part = wanted_ids[start:start + BATCH]
+        for chunk_id, collection, doc_id, index, title, section, text, length, terms in db.execute(
+                "SELECT id, collection, doc_id, chunk_index, title, section, text, length, terms FROM word_chunks "
+                f"WHERE id IN ({', '.join('?' * len(part))})", part):
+            stored.append((chunk_id, Chunk(doc_id, collection, index, title, section, text),
+                           postings.ChunkTerms(_counts(terms), length), terms))
     old_terms = {chunk_id: terms for chunk_id, _, _, terms in stored}
     redone = postings.redo(vocabulary, ((i, c, t) for i, c, t, _ in stored))
     averages = _averages(db, redone.length)
