@@ -13,6 +13,11 @@ in a worker thread: an ingest holding the file's write lock, or a reload taking 
 stall the event loop, which keeps serving other requests meanwhile (``textkit`` stems with per-thread
 stemmers).
 
+The default, the file with the bundled corpus, is searched on disk (``sqlite/search.py``): every search reads the
+file, so a document is found as soon as its save commits, and a reload reads only what that index keeps between
+searches (the vocabulary when the words changed, the vectors new since).  A server given another corpus, or a
+read-only file whose search copy is behind, holds the index in memory as described above.
+
 With an embedding endpoint (``embedder``) the index is searched by meaning too: every load reads the passages'
 vectors of its space from the file, a search's query is embedded once (the embedder keeps recent queries) and a
 query the endpoint cannot embed within ``QUERY_WAIT_S`` is searched by its words alone.  Passages that still wait for a

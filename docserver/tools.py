@@ -148,7 +148,7 @@ def _guarded(tool: Callable[..., Awaitable[CallToolResult]]) -> Callable[..., Aw
             return await tool(*args, **kwargs)
         except LIBRARY_ERRORS as exc:
             logger.warning("the library cannot be read: %s", exc)
-            return CallToolResult(isError=True, content=[_text(UNREADABLE)])
+            return _error(UNREADABLE)
 
     return guarded
 

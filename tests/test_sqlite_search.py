@@ -272,3 +272,16 @@ async def test_a_running_server_searches_the_file_on_disk(tmp_path: Path, caplog
             await eventually(served_again)
     finally:
         await server.stop()
+
+
+def test_a_query_of_thousands_of_words_is_searched(tmp_path: Path) -> None:
+    """A query of more distinct words than SQLite takes parameters or compound terms in one statement (hostile input:
+    the tool takes any string) is searched by its first ``MOST_STEMS`` stems."""
+    from docserver.sqlite.search import MOST_STEMS
+    from textkit import tokenize
+
+    disk = SqliteIndex.load(tmp_path / "library.sqlite3")
+    known = list(dict.fromkeys(t for d in load_corpus(BUNDLED_CORPUS) for c in d.chunks for t in tokenize(c.text)))
+    assert len(known) > 2 * MOST_STEMS
+    hits = disk.search(" ".join(known * 3), "anvs")
+    assert len(hits) == 10 and hits[0].relevance == 1.0

@@ -70,6 +70,33 @@ def bring_up_to_date(path: Path, corpus: Sequence[Document]) -> int:
             return words.refresh(db, corpus)
 
 
+# A query's stems that choose its candidates, at most (1,000: a query pages long; its first ones), and twice that many
+# score them (SQLite takes at most 32,766 parameters a statement).
+MOST_STEMS = 1000
+_GROUP = 200  # stems per compound SELECT (SQLite allows 500 terms in one)
+
+
+def _champions(asked: postings.Query, idfs: dict[str, float], collection: str, count: int) -> tuple[str, list]:
+    """The SQL (and its parameters) of a search's first ranking: per query stem its ``CHAMPIONS`` postings of
+    highest impact, scored ``weight × idf × impact``, the best per chunk and term, summed per chunk; the ``count``
+    best chunks (ties by id).  Worked out in SQLite, as PostgreSQL's ``_CHAMPIONS`` does: in Python it cost more
+    than the rest of a search."""
+    parts, stems = [], []
+    for number, (term, weight) in enumerate(asked.weights.items()):
+        for stem in sorted(term):
+            if stem in idfs and len(stems) < MOST_STEMS:
+                stems.append(stem)  # numbers are ours (repr of a float is a SQL literal), stems the query's
+                parts.append(f"SELECT {number} AS term, {weight * idfs[stem]!r} * impact AS s, chunk FROM (SELECT "
+                             f"impact, chunk FROM word_postings WHERE collection = ?1 AND stem = ?{len(stems) + 1} "
+                             f"ORDER BY impact DESC LIMIT {postings.CHAMPIONS})")
+    if not parts:
+        return "SELECT NULL WHERE 0", []
+    groups = [" UNION ALL ".join(parts[i:i + _GROUP]) for i in range(0, len(parts), _GROUP)]
+    scored = " UNION ALL ".join(f"SELECT * FROM ({group})" for group in groups)
+    return (f"WITH p AS ({scored}), t AS (SELECT chunk, term, max(s) AS s FROM p GROUP BY chunk, term) "
+            f"SELECT chunk FROM t GROUP BY chunk ORDER BY sum(s) DESC, chunk LIMIT {int(count)}", [collection, *stems])
+
+
 def _same_file(one: IndexVersion | None, other: IndexVersion | None) -> bool:
     return one is not None and other is not None and (one.device, one.inode) == (other.device, other.inode)
 
@@ -271,19 +298,7 @@ class SqliteIndex(ChampionIndex):
             ids = [i for (i,) in db.execute("SELECT id FROM word_chunks WHERE collection = ? AND doc_id = ?",
                                             (collection, doc_id))]
             return self._rows(asked.stems, ids)
-        first: Counter[int] = Counter()
-        for term, weight in asked.weights.items():
-            best: dict[int, float] = {}
-            for stem in sorted(term):
-                if stem not in idfs:
-                    continue
-                for chunk, impact in db.execute("SELECT chunk, impact FROM word_postings WHERE collection = ? AND "
-                                                "stem = ? ORDER BY impact DESC LIMIT ?",
-                                                (collection, stem, postings.CHAMPIONS)):
-                    best[chunk] = max(best.get(chunk, 0.0), idfs[stem] * impact)
-            for chunk, value in best.items():
-                first[chunk] += weight * value
-        ids = [chunk for chunk, _ in sorted(first.items(), key=lambda item: (-item[1], item[0]))[:count]]
+        ids = [chunk for (chunk,) in db.execute(*_champions(asked, idfs, collection, count))]
         articles = ranking.named_articles(query)
         if articles:
             ids += [i for (i,) in db.execute(f"SELECT id FROM word_chunks WHERE collection = ? AND article IN "
@@ -291,16 +306,19 @@ class SqliteIndex(ChampionIndex):
         return self._rows(asked.stems, list(dict.fromkeys(ids)))
 
     def _rows(self, stems: Sequence[str], ids: Sequence[int]) -> list[Row]:
-        wanted, rows = set(stems), []
+        """Each chunk's counts of the query's ``stems`` picked out of its stored terms by SQLite (``json_each``):
+        decoding every candidate's terms in Python cost as much as the rest of a search."""
+        rows, asked = [], list(stems)[:MOST_STEMS * 2]
+        held = (f"(SELECT json_group_object(key, json_extract(value, '$[0]')) FROM json_each(c.terms) WHERE key IN "
+                f"({', '.join('?' * len(asked))}))") if asked else "'{}'"
         for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
-            for chunk_id, doc_id, index, section, length, kind, terms in self._db().execute(
-                    "SELECT c.id, c.doc_id, c.chunk_index, c.section, c.length, d.kind, c.terms FROM word_chunks c "
+            part = list(ids[start:start + 500])
+            for chunk_id, doc_id, index, section, length, kind, counts in self._db().execute(
+                    f"SELECT c.id, c.doc_id, c.chunk_index, c.section, c.length, d.kind, {held} FROM word_chunks c "
                     "JOIN word_documents d USING (collection, doc_id) WHERE c.id IN "
-                    f"({', '.join('?' * len(part))})", part):
-                held = [(stem, tf) for stem, (tf, _) in json.loads(terms).items() if stem in wanted]
-                rows.append((chunk_id, doc_id, index, section, length, kind, [s for s, _ in held],
-                             [tf for _, tf in held]))
+                    f"({', '.join('?' * len(part))})", [*asked, *part]):
+                found = json.loads(counts)
+                rows.append((chunk_id, doc_id, index, section, length, kind, list(found), list(found.values())))
         return rows
 
     def _passages(self, ids: Sequence[int]) -> dict[int, tuple[Document, Chunk]]:
