@@ -11,7 +11,8 @@ A candidate row: (chunk id, doc_id, chunk_index, section, length, its document's
 their counts).
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from .documents import Chunk, Collection, Document
 from .searchable import Hit
 from .vocabulary import Vocabulary
 
-__all__ = ["ChampionIndex", "Row", "Stats"]
+__all__ = ["ChampionIndex", "Row", "Stats", "by_title_match"]
 
 Row = tuple  # (id, doc_id, chunk_index, section, length, kind, stems, tfs): see the module docstring
 
@@ -53,6 +54,14 @@ def _holds(row: Row) -> Callable[[frozenset[str]], bool]:
     """Whether a candidate holds any of some stems (of the query's: those it was read with)."""
     held = _frequencies(row)
     return lambda stems: any(stem in held for stem in stems)
+
+
+def by_title_match(tokens: Sequence[frozenset[str]], rows: Iterable[tuple[Sequence, AbstractSet[str]]]
+                   ) -> list[Sequence]:
+    """Of (document row, its title's stems) pairs, the rows whose title shares a stem with a query token, most
+    matched tokens first, then by doc_id (a row's second column): a title look-up in either table engine."""
+    scored = [(-n, row[1], row) for row, stems in rows if (n := sum(bool(token & stems) for token in tokens))]
+    return [row for _, _, row in sorted(scored, key=lambda s: s[:2])]
 
 
 class ChampionIndex:

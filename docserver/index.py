@@ -35,7 +35,7 @@ from .sentences import SentenceVectors
 from .store import IndexVersion, read_snapshot, resolve_index_path
 from .vectors import file_vectors, passage_digest
 
-__all__ = ["Hit", "Index", "collection_versions"]
+__all__ = ["Hit", "Index", "collection_versions", "corpus_digests"]
 
 logger = logging.getLogger("docserver")
 
@@ -48,19 +48,27 @@ def _fingerprint(documents: Iterable[Document]) -> str:
     return digest.hexdigest()[:12]
 
 
-def collection_versions(names: Iterable[str], corpus: Iterable[Document], counted: Mapping[str, str],
-                        in_file: set[str], generation: int) -> dict[str, str]:
-    """Each collection's version: the index file's counter for it (``counted``, ``schema.collection_versions``; the
-    file's ``generation`` when code from before the counters wrote its documents: ``in_file``), then a digest of its
-    corpus documents."""
+def corpus_digests(corpus: Iterable[Document]) -> dict[str, str]:
+    """Per collection of ``corpus``, the part of its version its corpus documents give (worked out once per load:
+    the corpus does not change while it is served)."""
     from_corpus: dict[str, list[Document]] = defaultdict(list)
     for doc in corpus:
         from_corpus[doc.collection].append(doc)
+    return {name: "c" + _fingerprint(docs) for name, docs in from_corpus.items()}
+
+
+_UNTOUCHED = "c" + _fingerprint(())  # the version of a collection neither the file nor the corpus holds anything of
+
+
+def collection_versions(names: Iterable[str], digests: Mapping[str, str], counted: Mapping[str, str],
+                        in_file: set[str], generation: int) -> dict[str, str]:
+    """Each collection's version: the index file's counter for it (``counted``, ``schema.collection_versions``; the
+    file's ``generation`` when code from before the counters wrote its documents: ``in_file``), then the digest of
+    its corpus documents (``corpus_digests``)."""
     versions = {}
     for name in names:
         count = counted.get(name) or (f"g{generation}" if name in in_file else None)
-        parts = [count, "c" + _fingerprint(from_corpus[name]) if name in from_corpus else None]
-        versions[name] = "+".join(p for p in parts if p) or "c" + _fingerprint(())
+        versions[name] = "+".join(p for p in (count, digests.get(name)) if p) or _UNTOUCHED
     return versions
 
 
@@ -203,7 +211,7 @@ class Index:
         index.source_version = snapshot.version
         index.file_ids = snapshot.file_ids
         index.versions = collection_versions(
-            (c.name for c in index.collections), corpus, snapshot.versions, {d.collection for d in snapshot.documents},
+            (c.name for c in index.collections), corpus_digests(corpus), snapshot.versions, {d.collection for d in snapshot.documents},
             snapshot.version.generation if snapshot.version is not None else 0)
         return index
 

@@ -21,7 +21,7 @@ import psycopg
 from textkit import analyze
 
 from .. import postings, ranking
-from ..champions import ChampionIndex, Row, Stats
+from ..champions import ChampionIndex, Row, Stats, by_title_match
 from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from ..documents import Chunk, Collection, Document
 from ..searchable import Outline
@@ -206,8 +206,7 @@ class PostgresIndex(ChampionIndex):
         rows = self._db().execute(
             f"SELECT {_DOCUMENT}, d.title_stems FROM documents d WHERE collection = %s AND title_stems && %s",
             (collection, sorted({s for token in tokens for s in token}))).fetchall()
-        scored = [(-sum(bool(token & set(row[-1])) for token in tokens), row[1], row[:-1]) for row in rows]
-        return [_document(row) for _, _, row in sorted(scored)]
+        return [_document(row) for row in by_title_match(tokens, ((row[:-1], set(row[-1])) for row in rows))]
 
     def searches_by_meaning(self, collection: str) -> bool:
         return collection in self._meaning

@@ -27,10 +27,10 @@ import numpy as np
 from textkit import analyze
 
 from .. import postings, ranking, schema
-from ..champions import ChampionIndex, Row, Stats
+from ..champions import ChampionIndex, Row, Stats, by_title_match
 from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from ..documents import Chunk, Collection, Document
-from ..index import collection_versions
+from ..index import collection_versions, corpus_digests
 from ..searchable import Hit, Outline
 from ..sentences import SentenceVectors
 from ..store import IndexVersion, index_version
@@ -132,9 +132,7 @@ class SqliteIndex(ChampionIndex):
         self._described = described
         self.vocabulary = vocabulary
         self.source_version = source_version
-        self._corpus: dict[str, list[Document]] = {}
-        for document in corpus:
-            self._corpus.setdefault(document.collection, []).append(document)
+        self._digests = corpus_digests(corpus)
         self._words_version = words_version
         self._connections = _Connections(path)
 
@@ -205,7 +203,7 @@ class SqliteIndex(ChampionIndex):
         with db:  # one read transaction: the counters and the documents of one state of the file
             db.execute("BEGIN")
             in_file = db.execute("SELECT 1 FROM documents WHERE collection = ? LIMIT 1", (collection,)).fetchone()
-            return collection_versions([collection], self._corpus.get(collection, ()), schema.collection_versions(db),
+            return collection_versions([collection], self._digests, schema.collection_versions(db),
                                        {collection} if in_file else set(), schema.generation(db))[collection]
 
     def file_id(self, collection: str, doc_id: str) -> str | None:
@@ -251,9 +249,7 @@ class SqliteIndex(ChampionIndex):
             return []
         rows = self._db().execute(f"SELECT {_DOCUMENT}, d.title_stems FROM word_documents d WHERE collection = ?",
                                   (collection,)).fetchall()
-        scored = [(-n, row[1], row[:-1]) for row in rows
-                  if (n := sum(bool(token & set(row[-1].split())) for token in tokens))]
-        return [_document(row) for _, _, row in sorted(scored)]
+        return [_document(row) for row in by_title_match(tokens, ((row[:-1], set(row[-1].split())) for row in rows))]
 
     def searches_by_meaning(self, collection: str) -> bool:
         return collection in self._meaning
