@@ -1292,8 +1292,8 @@ def _findings(data: dict[str, Any], judged: dict[str, Any]) -> str:
 def _scale_finding(scale: dict[str, Any]) -> str:
     s, probe = scale_summary(scale), scale["probe"]
     grown = probe["loaded_mb"] - probe["base_mb"]
-    return (f"- **Past a sample corpus:** {probe['chunks']:,} chunks take {grown:.0f} MB of memory "
-            f"({grown * 1024 / max(probe['chunks'], 1):.0f} KB a chunk) and {probe['load_s']:.1f} s to load; one more "
+    return (f"- **Past a sample corpus:** a server on {probe['chunks']:,} chunks holds {grown:.0f} MB once loaded "
+            f"(the vocabulary: the file is searched on disk, section 13) and takes {probe['load_s']:.1f} s to load; one more "
             f"document is searchable {s['reload_s']:.2f} s after the server notices it (worst of "
             f"{len(probe['reloads'])}); a search takes {s['search_p50'] * 1000:.1f} ms p50" + _hybrid_finding(scale, s))
 
