@@ -8,12 +8,15 @@ as the index in memory ranks (``ranking.py``) and, with a query vector, fused wi
 (``hybrid.py``).  An engine gives the rows; the rule is here once.
 
 A candidate row: (chunk id, doc_id, chunk_index, section, length, its document's kind, the query stems it holds,
-their counts).
+their counts).  Both engines name their documents' and chunks' columns alike, so the reads of a document, a listing
+and a search's passages are here once too; an engine gives its tables and its parameter mark.
 """
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -22,9 +25,38 @@ from .documents import Chunk, Collection, Document
 from .searchable import Hit
 from .vocabulary import Vocabulary
 
-__all__ = ["ChampionIndex", "Row", "Stats", "by_title_match"]
+__all__ = ["CHUNK", "DOCUMENT", "ChampionIndex", "Row", "Stats", "by_title_match", "document_of", "passages_of"]
 
 Row = tuple  # (id, doc_id, chunk_index, section, length, kind, stems, tfs): see the module docstring
+
+# A document's and a chunk's columns as both engines name them (tables aliased d and c), read by ``document_of``
+# and ``chunk_of``
+DOCUMENT = "d.collection, d.doc_id, d.title, d.year, d.url, d.kind, d.language, d.disclaimer, d.metadata"
+CHUNK = "c.id, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end"
+
+
+def document_of(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document:
+    """A document from its ``DOCUMENT`` columns (metadata: SQLite's JSON text or PostgreSQL's jsonb)."""
+    collection, doc_id, title, year, url, kind, language, disclaimer, metadata = row
+    return Document(doc_id, collection, title, chunks, year, url, kind, language, disclaimer,  # type: ignore[arg-type]
+                    json.loads(metadata) if isinstance(metadata, str) else dict(metadata))  # type: ignore[call-overload]
+
+
+def chunk_of(collection: str, row: Sequence[object]) -> Chunk:
+    """A chunk from its ``CHUNK`` columns (the first nine of ``row``)."""
+    _, doc_id, index, title, section, text, url, page, page_end = row[:9]
+    return Chunk(doc_id, collection, index, title, section, text, url, page, page_end)  # type: ignore[arg-type]
+
+
+def passages_of(rows: Iterable[Sequence[object]]) -> dict[int, tuple[Document, Chunk]]:
+    """Rows of ``CHUNK, DOCUMENT`` as (document without chunks, chunk) by chunk id; one document object per
+    document."""
+    documents: dict[str, Document] = {}
+    found = {}
+    for row in rows:
+        chunk = chunk_of(row[9], row)  # type: ignore[arg-type]  # row[9]: the document's collection
+        found[row[0]] = (documents.setdefault(chunk.doc_id, document_of(row[9:])), chunk)
+    return found  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +103,40 @@ class ChampionIndex:
     vocabulary: Vocabulary
     _collections: dict[str, Collection]
     _meaning: set[str]
+    _TABLES: ClassVar[dict[str, str]]  # the engine's tables of documents and of chunks: {"documents": …, "chunks": …}
+    _MARK: str  # the engine's parameter mark
+
+    def _read(self, sql: str, parameters: Sequence[object]) -> list[tuple]:
+        """The rows of ``sql``, written with ``{p}`` for each parameter and ``{documents}``/``{chunks}`` for the
+        engine's tables."""
+        return self._db().execute(sql.format(p=self._MARK, **self._TABLES), parameters).fetchall()
+
+    def _db(self) -> Any:  # noqa: ANN401  # sqlite3's or psycopg's connection
+        """The engine's connection of this thread."""
+        raise NotImplementedError
+
+    @property
+    def collections(self) -> list[Collection]:
+        return list(self._collections.values())
+
+    def collection(self, name: str) -> Collection | None:
+        return self._collections.get(name)
+
+    def listing(self, collection: str, limit: int) -> list[Document]:
+        """The first ``limit`` documents of ``collection`` (by doc_id), without their chunks."""
+        rows = self._read(f"SELECT {DOCUMENT} FROM {{documents}} d WHERE collection = {{p}} ORDER BY doc_id "
+                          "LIMIT {p}", (collection, limit))
+        return [document_of(row) for row in rows]
+
+    def document(self, collection: str, doc_id: str) -> Document | None:
+        """A document of ``collection`` with its chunks, in order."""
+        found = self._read(f"SELECT {DOCUMENT} FROM {{documents}} d WHERE collection = {{p}} AND doc_id = {{p}}",
+                           (collection, doc_id))
+        if not found:
+            return None
+        chunks = self._read(f"SELECT {CHUNK} FROM {{chunks}} c WHERE collection = {{p}} AND doc_id = {{p}} "
+                            "ORDER BY chunk_index", (collection, doc_id))
+        return document_of(found[0], tuple(chunk_of(collection, row) for row in chunks))
 
     def search(self, query: str, collection: str, *, limit: int | None = 10, doc_id: str | None = None,
                query_vector: np.ndarray | None = None, fusion: tuple[float, float] | None = None,

@@ -21,7 +21,7 @@ import psycopg
 from textkit import analyze
 
 from .. import postings, ranking
-from ..champions import ChampionIndex, Row, Stats, by_title_match
+from ..champions import CHUNK, DOCUMENT, ChampionIndex, Row, Stats, by_title_match, document_of, passages_of
 from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from ..documents import Chunk, Collection, Document
 from ..searchable import Outline
@@ -31,8 +31,6 @@ from .store import PostgresStore
 
 __all__ = ["PostgresIndex", "generation", "open_library"]
 
-_CHUNK = "c.id, c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end"
-_DOCUMENT = "d.collection, d.doc_id, d.title, d.year, d.url, d.kind, d.language, d.disclaimer, d.metadata"
 _CHAMPIONS = """
 WITH q(stem, term, weight, idf) AS (SELECT * FROM unnest(%(stems)s::text[], %(terms)s::int[], %(weights)s::float8[],
                                                          %(idfs)s::float8[])),
@@ -50,17 +48,6 @@ CROSS JOIN LATERAL (SELECT array_agg(s.stem) AS stems, array_agg(s.tf) AS tfs FR
 WHERE c.id = ANY(%(ids)s) OR (c.collection = %(collection)s AND (c.doc_id = %(doc_id)s
                                                                  OR c.article = ANY(%(articles)s)))
 """
-
-
-def _document(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document:
-    collection, doc_id, title, year, url, kind, language, disclaimer, metadata = row
-    return Document(doc_id, collection, title, chunks, year, url, kind, language, disclaimer,  # type: ignore[arg-type]
-                    dict(metadata))  # type: ignore[call-overload]  # jsonb: a dict already
-
-
-def _chunk(collection: str, row: Sequence[object]) -> Chunk:
-    _, doc_id, index, title, section, text, url, page, page_end = row[:9]
-    return Chunk(doc_id, collection, index, title, section, text, url, page, page_end)  # type: ignore[arg-type]
 
 
 class _Connections(threading.local):
@@ -100,6 +87,9 @@ def open_library(url: str, corpus_dir: Path | str | None = None, vector_key: str
 
 class PostgresIndex(ChampionIndex):
     """One version of the library in the database at ``url`` (``load``); searches read the database itself."""
+
+    _TABLES = {"documents": "documents", "chunks": "chunks"}
+    _MARK = "%s"
 
     def __init__(self, url: str, counters: dict[str, int], collections: list[Collection],
                  stats: dict[str, Stats], vocabulary: Vocabulary, file_ids: dict[tuple[str, str], str],
@@ -151,13 +141,6 @@ class PostgresIndex(ChampionIndex):
     # --- the library's outline -----------------------------------------------------------------
 
     @property
-    def collections(self) -> list[Collection]:
-        return list(self._collections.values())
-
-    def collection(self, name: str) -> Collection | None:
-        return self._collections.get(name)
-
-    @property
     def chunk_count(self) -> int:
         return sum(s.chunks for s in self._stats_by.values())
 
@@ -170,12 +153,6 @@ class PostgresIndex(ChampionIndex):
 
     def file_id(self, collection: str, doc_id: str) -> str | None:
         return self.file_ids.get((collection, doc_id))
-
-    def listing(self, collection: str, limit: int) -> list[Document]:
-        """The first ``limit`` documents of ``collection`` (by doc_id), without their chunks."""
-        rows = self._db().execute(f"SELECT {_DOCUMENT} FROM documents d WHERE collection = %s ORDER BY doc_id "
-                                  "LIMIT %s", (collection, limit)).fetchall()
-        return [_document(row) for row in rows]
 
     def outline(self, collection: str, titles: int) -> Outline:
         db = self._db()
@@ -190,23 +167,13 @@ class PostgresIndex(ChampionIndex):
         return Outline(documents[0] if documents else 0, stats.chunks if stats else 0, [t for t, in first],
                        Counter({(t, s): n for t, s, n in sections}), Counter(dict(languages)))
 
-    def document(self, collection: str, doc_id: str) -> Document | None:
-        db = self._db()
-        row = db.execute(f"SELECT {_DOCUMENT} FROM documents d WHERE collection = %s AND doc_id = %s",
-                         (collection, doc_id)).fetchone()
-        if row is None:
-            return None
-        chunks = db.execute(f"SELECT {_CHUNK} FROM chunks c WHERE collection = %s AND doc_id = %s "
-                            "ORDER BY chunk_index", (collection, doc_id)).fetchall()
-        return _document(row, tuple(_chunk(collection, c) for c in chunks))
-
     def match_titles(self, query: str, collection: str) -> list[Document]:
         """Documents whose title shares a stem with ``query``; most matched query words first, then by doc_id."""
         tokens = list(dict.fromkeys(analyze(query)))
         rows = self._db().execute(
-            f"SELECT {_DOCUMENT}, d.title_stems FROM documents d WHERE collection = %s AND title_stems && %s",
+            f"SELECT {DOCUMENT}, d.title_stems FROM documents d WHERE collection = %s AND title_stems && %s",
             (collection, sorted({s for token in tokens for s in token}))).fetchall()
-        return [_document(row) for row in by_title_match(tokens, ((row[:-1], set(row[-1])) for row in rows))]
+        return [document_of(row) for row in by_title_match(tokens, ((row[:-1], set(row[-1])) for row in rows))]
 
     def searches_by_meaning(self, collection: str) -> bool:
         return collection in self._meaning
@@ -254,11 +221,5 @@ class PostgresIndex(ChampionIndex):
         return db.execute(_CANDIDATES, wanted).fetchall()
 
     def _passages(self, ids: Sequence[int]) -> dict[int, tuple[Document, Chunk]]:
-        rows = self._db().execute(f"SELECT {_CHUNK}, {_DOCUMENT} FROM chunks c JOIN documents d ON "
-                                  "d.id = c.document WHERE c.id = ANY(%s)", (list(ids),)).fetchall()
-        documents: dict[str, Document] = {}
-        found = {}
-        for row in rows:
-            chunk = _chunk(row[9], row)  # type: ignore[arg-type]
-            found[row[0]] = (documents.setdefault(chunk.doc_id, _document(row[9:])), chunk)
-        return found
+        return passages_of(self._db().execute(f"SELECT {CHUNK}, {DOCUMENT} FROM chunks c JOIN documents d ON "
+                                              "d.id = c.document WHERE c.id = ANY(%s)", (list(ids),)))

@@ -27,7 +27,7 @@ import numpy as np
 from textkit import analyze
 
 from .. import postings, ranking, schema
-from ..champions import ChampionIndex, Row, Stats, by_title_match
+from ..champions import CHUNK, DOCUMENT, ChampionIndex, Row, Stats, by_title_match, chunk_of, document_of, passages_of
 from ..corpus import BUNDLED_CORPUS, load_collections, load_corpus
 from ..documents import Chunk, Collection, Document
 from ..index import collection_versions, corpus_digests
@@ -39,20 +39,6 @@ from . import words
 from .meaning import Meaning
 
 __all__ = ["SqliteIndex", "bring_up_to_date"]
-
-_DOCUMENT = "d.collection, d.doc_id, d.title, d.year, d.url, d.kind, d.language, d.disclaimer, d.metadata"
-_CHUNK = "c.doc_id, c.chunk_index, c.title, c.section, c.text, c.url, c.page, c.page_end"
-
-
-def _document(row: Sequence[object], chunks: tuple[Chunk, ...] = ()) -> Document:
-    collection, doc_id, title, year, url, kind, language, disclaimer, metadata = row
-    return Document(doc_id, collection, title, chunks, year, url, kind, language, disclaimer,  # type: ignore[arg-type]
-                    json.loads(metadata))  # type: ignore[arg-type]
-
-
-def _chunk(collection: str, row: Sequence[object]) -> Chunk:
-    return Chunk(row[0], collection, *row[1:8])  # type: ignore[arg-type]
-
 
 def bring_up_to_date(path: Path, corpus: Sequence[Document]) -> int:
     """The file's search copy up to date with its documents and ``corpus`` (the file created when missing); how
@@ -116,6 +102,9 @@ class _Connections(threading.local):
 
 class SqliteIndex(ChampionIndex):
     """One version of the library in the SQLite file at ``path`` (``load``); searches read the file itself."""
+
+    _TABLES = {"documents": "word_documents", "chunks": "word_chunks"}
+    _MARK = "?"
 
     def __init__(self, path: Path, described: list[Collection], vocabulary: Vocabulary,
                  source_version: IndexVersion | None, corpus: Sequence[Document], words_version: int,
@@ -183,13 +172,6 @@ class SqliteIndex(ChampionIndex):
         return found
 
     @property
-    def collections(self) -> list[Collection]:
-        return list(self._collections.values())
-
-    def collection(self, name: str) -> Collection | None:
-        return self._collections.get(name)
-
-    @property
     def chunk_count(self) -> int:
         return int(self._db().execute("SELECT coalesce(sum(chunks), 0) FROM word_stats").fetchone()[0])
 
@@ -212,12 +194,6 @@ class SqliteIndex(ChampionIndex):
                                  (collection, doc_id)).fetchone()
         return row[0] if row else None
 
-    def listing(self, collection: str, limit: int) -> list[Document]:
-        """The first ``limit`` documents of ``collection`` (by doc_id), without their chunks."""
-        rows = self._db().execute(f"SELECT {_DOCUMENT} FROM word_documents d WHERE collection = ? ORDER BY doc_id "
-                                  "LIMIT ?", (collection, limit)).fetchall()
-        return [_document(row) for row in rows]
-
     def outline(self, collection: str, titles: int) -> Outline:
         db = self._db()
         documents = db.execute("SELECT count(*) FROM word_documents WHERE collection = ?", (collection,)).fetchone()
@@ -232,24 +208,14 @@ class SqliteIndex(ChampionIndex):
         return Outline(documents[0] if documents else 0, self._stats(collection).chunks, [t for t, in first],
                        Counter({(t, s): n for t, s, n in sections}), Counter(dict(languages)))
 
-    def document(self, collection: str, doc_id: str) -> Document | None:
-        db = self._db()
-        row = db.execute(f"SELECT {_DOCUMENT} FROM word_documents d WHERE collection = ? AND doc_id = ?",
-                         (collection, doc_id)).fetchone()
-        if row is None:
-            return None
-        chunks = db.execute(f"SELECT {_CHUNK} FROM word_chunks c WHERE collection = ? AND doc_id = ? "
-                            "ORDER BY chunk_index", (collection, doc_id)).fetchall()
-        return _document(row, tuple(_chunk(collection, c) for c in chunks))
-
     def match_titles(self, query: str, collection: str) -> list[Document]:
         """Documents whose title shares a stem with ``query``; most matched query words first, then by doc_id."""
         tokens = list(dict.fromkeys(analyze(query)))
         if not tokens:
             return []
-        rows = self._db().execute(f"SELECT {_DOCUMENT}, d.title_stems FROM word_documents d WHERE collection = ?",
+        rows = self._db().execute(f"SELECT {DOCUMENT}, d.title_stems FROM word_documents d WHERE collection = ?",
                                   (collection,)).fetchall()
-        return [_document(row) for row in by_title_match(tokens, ((row[:-1], set(row[-1].split())) for row in rows))]
+        return [document_of(row) for row in by_title_match(tokens, ((row[:-1], set(row[-1].split())) for row in rows))]
 
     def searches_by_meaning(self, collection: str) -> bool:
         return collection in self._meaning
@@ -268,9 +234,9 @@ class SqliteIndex(ChampionIndex):
         found = {}
         for start in range(0, len(ids), 500):
             part = list(ids[start:start + 500])
-            for row in self._db().execute(f"SELECT c.id, {_CHUNK}, c.collection FROM word_chunks c WHERE c.id IN "
+            for row in self._db().execute(f"SELECT {CHUNK}, c.collection FROM word_chunks c WHERE c.id IN "
                                           f"({', '.join('?' * len(part))})", part):
-                found[row[0]] = _chunk(row[9], row[1:9])
+                found[row[0]] = chunk_of(row[9], row)
         return found
 
     # --- what a search reads (``champions.ChampionIndex.search``) ------------------------------------
@@ -320,15 +286,9 @@ class SqliteIndex(ChampionIndex):
     def _passages(self, ids: Sequence[int]) -> dict[int, tuple[Document, Chunk]]:
         if not ids:
             return {}
-        rows = self._db().execute(f"SELECT c.id, {_CHUNK}, {_DOCUMENT} FROM word_chunks c JOIN word_documents d "
-                                  f"USING (collection, doc_id) WHERE c.id IN ({', '.join('?' * len(ids))})",
-                                  list(ids)).fetchall()
-        documents: dict[str, Document] = {}
-        found = {}
-        for row in rows:
-            chunk = _chunk(row[9], row[1:9])  # type: ignore[arg-type]
-            found[row[0]] = (documents.setdefault(chunk.doc_id, _document(row[9:])), chunk)
-        return found
+        return passages_of(self._db().execute(
+            f"SELECT {CHUNK}, {DOCUMENT} FROM word_chunks c JOIN word_documents d USING (collection, doc_id) "
+            f"WHERE c.id IN ({', '.join('?' * len(ids))})", list(ids)))
 
     def _nearest(self, collection: str, vector: np.ndarray, depth: int, doc_id: str | None
                  ) -> list[tuple[float, int]]:
