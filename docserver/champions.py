@@ -25,7 +25,8 @@ from .documents import Chunk, Collection, Document
 from .searchable import Hit
 from .vocabulary import Vocabulary
 
-__all__ = ["CHUNK", "DOCUMENT", "ChampionIndex", "Row", "Stats", "by_title_match", "document_of", "passages_of"]
+__all__ = ["CHUNK", "DOCUMENT", "ChampionIndex", "Row", "Stats", "by_title_match", "chunk_of", "document_of",
+           "passages_of"]
 
 Row = tuple  # (id, doc_id, chunk_index, section, length, kind, stems, tfs): see the module docstring
 
