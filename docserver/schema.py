@@ -19,7 +19,7 @@ Counters (table ``meta``), bumped in the transaction of the change they count:
 import re
 import secrets
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "has_table",
     "prepare",
     "select",
+    "select_in",
 ]
 
 SCHEMA_VERSION = 1
@@ -279,6 +280,18 @@ def select(connection: sqlite3.Connection, table: str, names: str) -> str:
     present = columns(connection, table)
     return ", ".join(c if c in present or c not in ADDED_COLUMNS.get(table, {}) else "NULL"
                      for c in (part.strip() for part in names.split(",")))
+
+
+IN_SLICE = 500  # values of one ``IN (…)`` list per statement: SQLite limits a statement's parameters
+
+
+def select_in(connection: sqlite3.Connection, sql: str, values: Sequence[object], before: Sequence[object] = ()
+              ) -> Iterator[tuple]:
+    """The rows of ``sql``, a statement ending in ``IN``, for the list of all ``values``: read in slices of
+    ``IN_SLICE``, each with the parameters ``before`` ahead of its values."""
+    for start in range(0, len(values), IN_SLICE):
+        part = values[start:start + IN_SLICE]
+        yield from connection.execute(f"{sql} ({', '.join('?' * len(part))})", (*before, *part))
 
 
 def bump(connection: sqlite3.Connection, collections: Iterable[str]) -> None:

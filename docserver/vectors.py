@@ -36,7 +36,7 @@ from textkit.sentences import passage_sentences
 from .corpus import load_corpus
 from .documents import Chunk, chunk_text
 from .embeddings import Embedder, EmbeddingError
-from .schema import bump, connect, connect_read_only, has_table, prepare
+from .schema import bump, connect, connect_read_only, has_table, prepare, select_in
 from .store import load_documents
 
 __all__ = [
@@ -104,11 +104,8 @@ def _select(connection: sqlite3.Connection, table: str, columns: str, key: str, 
     wanted = list(dict.fromkeys(digests))
     if not wanted or not has_table(connection, table):
         return
-    for start in range(0, len(wanted), 500):
-        part = wanted[start : start + 500]
-        marks = ",".join("?" * len(part))
-        yield from connection.execute(f"SELECT digest, {columns} FROM {table} WHERE key = ? AND digest IN ({marks})",
-                                      (key, *part))
+    yield from select_in(connection, f"SELECT digest, {columns} FROM {table} WHERE key = ? AND digest IN", wanted,
+                         (key,))
 
 
 def read_sentence_rows(connection: sqlite3.Connection, key: str, digests: Iterable[str]) -> dict[str, np.ndarray]:

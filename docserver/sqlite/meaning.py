@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..documents import Chunk, chunk_text
+from ..schema import select_in
 from ..vectors import passage_digest, read_vectors
 
 __all__ = ["Meaning"]
@@ -104,12 +105,9 @@ class Meaning:
 def _digests(db: sqlite3.Connection, key: str, ids: Sequence[int]) -> dict[int, str]:
     """The passage digest (``vectors.passage_digest``) of each chunk of ``ids``, from its text."""
     found = {}
-    for start in range(0, len(ids), 500):
-        part = ids[start:start + 500]
-        for i, collection, doc_id, index, title, section, text in db.execute(
-                "SELECT id, collection, doc_id, chunk_index, title, section, text FROM word_chunks WHERE id IN "
-                f"({', '.join('?' * len(part))})", part):
-            found[i] = passage_digest(key, chunk_text(Chunk(doc_id, collection, index, title, section, text)))
+    for i, collection, doc_id, index, title, section, text in select_in(
+            db, "SELECT id, collection, doc_id, chunk_index, title, section, text FROM word_chunks WHERE id IN", ids):
+        found[i] = passage_digest(key, chunk_text(Chunk(doc_id, collection, index, title, section, text)))
     return found
 
 

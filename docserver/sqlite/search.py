@@ -231,13 +231,8 @@ class SqliteIndex(ChampionIndex):
         return [chunk for _, chunk in sorted(self._chunks(sorted(ids)).items())]
 
     def _chunks(self, ids: Sequence[int]) -> dict[int, Chunk]:
-        found = {}
-        for start in range(0, len(ids), 500):
-            part = list(ids[start:start + 500])
-            for row in self._db().execute(f"SELECT {CHUNK}, c.collection FROM word_chunks c WHERE c.id IN "
-                                          f"({', '.join('?' * len(part))})", part):
-                found[row[0]] = chunk_of(row[9], row)
-        return found
+        return {row[0]: chunk_of(row[9], row) for row in schema.select_in(
+            self._db(), f"SELECT {CHUNK}, c.collection FROM word_chunks c WHERE c.id IN", ids)}
 
     # --- what a search reads (``champions.ChampionIndex.search``) ------------------------------------
 
@@ -273,14 +268,11 @@ class SqliteIndex(ChampionIndex):
         rows, asked = [], list(stems)[:MOST_STEMS * 2]
         held = (f"(SELECT json_group_object(key, json_extract(value, '$[0]')) FROM json_each(c.terms) WHERE key IN "
                 f"({', '.join('?' * len(asked))}))") if asked else "'{}'"
-        for start in range(0, len(ids), 500):
-            part = list(ids[start:start + 500])
-            for chunk_id, doc_id, index, section, length, kind, counts in self._db().execute(
-                    f"SELECT c.id, c.doc_id, c.chunk_index, c.section, c.length, d.kind, {held} FROM word_chunks c "
-                    "JOIN word_documents d USING (collection, doc_id) WHERE c.id IN "
-                    f"({', '.join('?' * len(part))})", [*asked, *part]):
-                found = json.loads(counts)
-                rows.append((chunk_id, doc_id, index, section, length, kind, list(found), list(found.values())))
+        for chunk_id, doc_id, index, section, length, kind, counts in schema.select_in(
+                self._db(), f"SELECT c.id, c.doc_id, c.chunk_index, c.section, c.length, d.kind, {held} FROM "
+                "word_chunks c JOIN word_documents d USING (collection, doc_id) WHERE c.id IN", ids, asked):
+            found = json.loads(counts)
+            rows.append((chunk_id, doc_id, index, section, length, kind, list(found), list(found.values())))
         return rows
 
     def _passages(self, ids: Sequence[int]) -> dict[int, tuple[Document, Chunk]]:

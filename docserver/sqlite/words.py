@@ -26,6 +26,7 @@ from .. import postings
 from ..corpus import fingerprint
 from ..documents import Chunk, Document
 from ..ranking import article_of
+from ..schema import select_in
 from ..vocabulary import Vocabulary, chunk_tokens
 
 __all__ = ["BATCH", "pending", "refresh", "stale_corpus"]
@@ -167,13 +168,11 @@ def _resplit(db: sqlite3.Connection, vocabulary: Vocabulary, changed: set[str]) 
             ids.update(chunk for (chunk,) in db.execute(
                 "SELECT chunk FROM word_postings WHERE collection = ? AND stem = ?", (collection, stem)))
     stored, wanted_ids = [], sorted(ids)
-    for start in range(0, len(wanted_ids), BATCH):
-        part = wanted_ids[start:start + BATCH]
-        for chunk_id, collection, doc_id, index, title, section, text, length, terms in db.execute(
-                "SELECT id, collection, doc_id, chunk_index, title, section, text, length, terms FROM word_chunks "
-                f"WHERE id IN ({', '.join('?' * len(part))})", part):
-            stored.append((chunk_id, Chunk(doc_id, collection, index, title, section, text),
-                           postings.ChunkTerms(_counts(terms), length), terms))
+    for chunk_id, collection, doc_id, index, title, section, text, length, terms in select_in(
+            db, "SELECT id, collection, doc_id, chunk_index, title, section, text, length, terms FROM word_chunks "
+            "WHERE id IN", wanted_ids):
+        stored.append((chunk_id, Chunk(doc_id, collection, index, title, section, text),
+                       postings.ChunkTerms(_counts(terms), length), terms))
     old_terms = {chunk_id: terms for chunk_id, _, _, terms in stored}
     redone = postings.redo(vocabulary, ((i, c, t) for i, c, t, _ in stored))
     averages = _averages(db, redone.length)
